@@ -1,0 +1,174 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func greenhouseDevices() []devices.Device {
+	sensor := func(name string) []devices.Capability {
+		return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: devices.TypeNumber}}
+	}
+	act := func(name string) []devices.Capability {
+		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}
+	}
+	return []devices.Device{
+		{ID: "tank-1", Address: "tank", Capabilities: sensor("level")},
+		{ID: "flow-1", Address: "flow", Capabilities: sensor("rate")},
+		{ID: "air-1", Address: "air", Capabilities: sensor("temperature")},
+		{ID: "pump-1", Address: "pump", Capabilities: act("on")},
+		{ID: "valve-1", Address: "valve", Capabilities: act("open")},
+		{ID: "heater-1", Address: "heater", Capabilities: act("on")},
+	}
+}
+
+func newGreenhouse(t *testing.T) (*Greenhouse, *clock) {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 5, 1, 6, 0, 0, 0, time.UTC)}
+	g, err := New(Options{Devices: greenhouseDevices(), Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return g, c
+}
+
+func read(t *testing.T, g *Greenhouse, dev, capability string) devices.Value {
+	t.Helper()
+	r, err := g.Read(t.Context(), dev, capability)
+	if err != nil {
+		t.Fatalf("Read(%s.%s): %v", dev, capability, err)
+	}
+	return r.Value
+}
+
+func TestFlowNeedsPumpAndValve(t *testing.T) {
+	g, c := newGreenhouse(t)
+	ctx := t.Context()
+	if err := g.Write(ctx, "pump-1", "on", devices.Bool(true)); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(10 * time.Second)
+	if f := read(t, g, "flow-1", "rate"); f.Num != 0 {
+		t.Fatalf("flow with the valve shut = %v, want 0", f.Num)
+	}
+	before := read(t, g, "tank-1", "level").Num
+	if err := g.Write(ctx, "valve-1", "open", devices.Bool(true)); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(20 * time.Second)
+	if f := read(t, g, "flow-1", "rate"); f.Num < 11 {
+		t.Fatalf("flow with pump and valve on = %v, want about 12", f.Num)
+	}
+	if after := read(t, g, "tank-1", "level").Num; after >= before {
+		t.Fatalf("tank level went from %v to %v while pumping, want it to fall", before, after)
+	}
+	if v := read(t, g, "pump-1", "on"); !v.Bool {
+		t.Fatal("read-back of pump-1.on is false after writing true")
+	}
+	if err := g.Write(ctx, "pump-1", "on", devices.Bool(false)); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(30 * time.Second)
+	if f := read(t, g, "flow-1", "rate"); f.Num != 0 {
+		t.Fatalf("flow after the pump stopped = %v, want 0", f.Num)
+	}
+}
+
+func TestHeaterWarmsTheAir(t *testing.T) {
+	g, c := newGreenhouse(t)
+	start := read(t, g, "air-1", "temperature").Num
+	if err := g.Write(t.Context(), "heater-1", "on", devices.Bool(true)); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(10 * time.Minute)
+	if now := read(t, g, "air-1", "temperature").Num; now <= start+5 {
+		t.Fatalf("air after 10 min of heating = %v, from %v; want it warmer", now, start)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	g, c := newGreenhouse(t)
+	ctx := t.Context()
+
+	g.SetFault("pump-1", Fault{Stuck: true})
+	if err := g.Write(ctx, "pump-1", "on", devices.Bool(true)); err != nil {
+		t.Fatalf("stuck Write = %v, want nil", err)
+	}
+	if v := read(t, g, "pump-1", "on"); v.Bool {
+		t.Fatal("a stuck pump followed the write")
+	}
+
+	g.SetFault("valve-1", Fault{Offline: true})
+	for _, d := range g.Devices() {
+		if d.ID == "valve-1" {
+			t.Fatal("an offline device is listed")
+		}
+	}
+	if err := g.Write(ctx, "valve-1", "open", devices.Bool(true)); !errors.Is(err, devices.ErrOffline) {
+		t.Fatalf("Write to offline device = %v, want ErrOffline", err)
+	}
+	g.SetFault("valve-1", Fault{})
+	if len(g.Devices()) != 6 {
+		t.Fatalf("healed device did not come back: %d devices", len(g.Devices()))
+	}
+
+	boom := errors.New("relay welded")
+	g.SetFault("heater-1", Fault{WriteErr: boom})
+	err := g.Write(ctx, "heater-1", "on", devices.Bool(true))
+	var op *devices.OpError
+	if !errors.As(err, &op) || !errors.Is(err, boom) || op.Device != "heater-1" {
+		t.Fatalf("failing Write = %v, want an OpError wrapping the fault", err)
+	}
+
+	g.SetFault("heater-1", Fault{WriteDelay: time.Hour})
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := g.Write(short, "heater-1", "on", devices.Bool(true)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("slow Write past its deadline = %v, want DeadlineExceeded", err)
+	}
+	c.advance(time.Second)
+	if got := g.Count("write", "heater-1", "on"); got != 2 {
+		t.Fatalf("Count(write heater-1.on) = %d, want 2", got)
+	}
+	if err := g.Write(ctx, "tank-1", "level", devices.Bool(true)); !errors.Is(err, devices.ErrNotWritable) {
+		t.Fatalf("Write to a sensor = %v, want ErrNotWritable", err)
+	}
+	if _, err := g.Read(ctx, "pump-1", "speed"); !errors.Is(err, devices.ErrUnknownCapability) {
+		t.Fatalf("Read of unknown capability = %v", err)
+	}
+}
+
+func TestNewRejectsMisfits(t *testing.T) {
+	_, err := New(Options{Devices: []devices.Device{{ID: "x", Address: "boiler"}}})
+	if err == nil || err.Error() != `sim device x: unknown address "boiler" (want tank, flow, air, pump, valve or heater)` {
+		t.Fatalf("New with unknown address: %v", err)
+	}
+	_, err = New(Options{Devices: []devices.Device{{ID: "p", Address: "pump",
+		Capabilities: []devices.Capability{{Name: "speed", Kind: devices.KindActuator, Type: devices.TypeNumber}}}}})
+	if err == nil {
+		t.Fatal("New accepted a pump with a speed")
+	}
+}
+
+func BenchmarkRead(b *testing.B) {
+	c := &clock{t: time.Now()}
+	g, _ := New(Options{Devices: greenhouseDevices(), Now: c.now})
+	_ = g.Open(context.Background())
+	for b.Loop() {
+		if _, err := g.Read(context.Background(), "tank-1", "level"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

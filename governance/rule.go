@@ -1,0 +1,128 @@
+package governance
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// Decision is what a rule decides when it matches.
+type Decision string
+
+// The two decisions a rule can make.
+const (
+	DecideAllow Decision = "allow"
+	DecideDeny  Decision = "deny"
+)
+
+// ValueMatch selects values: any value, a number range, or a set.
+// The zero value matches any value, including no value (a read).
+type ValueMatch struct {
+	// Min and Max bound numbers when HasMin and HasMax are set.
+	Min, Max       float64
+	HasMin, HasMax bool
+	// Set, when not empty, lists the values matched.
+	Set []Value
+}
+
+// Any reports whether m matches every value.
+func (m ValueMatch) Any() bool { return !m.HasMin && !m.HasMax && len(m.Set) == 0 }
+
+// Matches reports whether v is selected.
+func (m ValueMatch) Matches(v Value) bool {
+	if m.Any() {
+		return true
+	}
+	if len(m.Set) > 0 {
+		for _, s := range m.Set {
+			if s.Equal(v) {
+				return true
+			}
+		}
+		return false
+	}
+	if v.Type != TypeNumber {
+		return false
+	}
+	return (!m.HasMin || v.Num >= m.Min) && (!m.HasMax || v.Num <= m.Max)
+}
+
+// String describes m for messages.
+func (m ValueMatch) String() string {
+	if m.Any() {
+		return "any value"
+	}
+	if len(m.Set) > 0 {
+		parts := make([]string, len(m.Set))
+		for i, s := range m.Set {
+			parts[i] = s.String()
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	lo, hi := "-inf", "+inf"
+	if m.HasMin {
+		lo = formatNumber(m.Min)
+	}
+	if m.HasMax {
+		hi = formatNumber(m.Max)
+	}
+	return "[" + lo + ", " + hi + "]"
+}
+
+// Rule is a standing decision a person made, usually by "approve and add a
+// rule". A rule never widens a mode's ceiling: the judge consults deny rules
+// before the ceiling and allow rules after it. An expired rule decides
+// nothing.
+type Rule struct {
+	ID string
+	// Principal is who the rule covers: an exact name, "*" for anyone, or a
+	// prefix ending in "*" ("mqtt:line-*").
+	Principal string
+	// Device and Capability name what the rule covers; "*" matches any.
+	Device, Capability string
+	Values             ValueMatch
+	Decision           Decision
+	// ExpiresAt is when the rule stops deciding; zero means never.
+	ExpiresAt time.Time
+	MadeBy    string
+	Reason    string
+}
+
+// Validate names what is wrong with r, if anything.
+func (r Rule) Validate() error {
+	switch {
+	case r.ID == "":
+		return errors.New("rule has no id")
+	case r.Principal == "":
+		return errors.New("rule " + r.ID + " has no principal")
+	case r.Device == "" || r.Capability == "":
+		return errors.New("rule " + r.ID + " names no device or capability")
+	case r.Decision != DecideAllow && r.Decision != DecideDeny:
+		return errors.New("rule " + r.ID + " has decision \"" + string(r.Decision) + "\" (want allow or deny)")
+	case r.Values.HasMin && r.Values.HasMax && r.Values.Min > r.Values.Max:
+		return errors.New("rule " + r.ID + " has min above max")
+	}
+	return nil
+}
+
+// Active reports whether r still decides at now.
+func (r *Rule) Active(now time.Time) bool { return r.ExpiresAt.IsZero() || now.Before(r.ExpiresAt) }
+
+// Matches reports whether r covers the step at now.
+func (r *Rule) Matches(principal, device, capability string, v Value, now time.Time) bool {
+	return r.Active(now) &&
+		matchName(r.Principal, principal) &&
+		(r.Device == "*" || r.Device == device) &&
+		(r.Capability == "*" || r.Capability == capability) &&
+		r.Values.Matches(v)
+}
+
+func matchName(pattern, name string) bool {
+	if pattern == "*" {
+		return true
+	}
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, prefix)
+	}
+	return pattern == name
+}

@@ -1,0 +1,372 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// Answer is a person's answer to an approval.
+type Answer struct {
+	// By names the person: "console:bob".
+	By string
+	// Admin is true when the person holds the admin role; a mode change
+	// that widens needs one.
+	Admin    bool
+	Decision Decision
+	Reason   string
+	// RuleFor is how long a rule added with ApproveAndRule lasts; it is
+	// capped by the engine's MaxRuleTTL. Zero means one hour.
+	RuleFor time.Duration
+	// RuleAnyValue makes the added rule cover every value of the
+	// capability, not only the one approved.
+	RuleAnyValue bool
+}
+
+// ClosedError says why an approval can no longer be answered. It matches
+// ErrApprovalClosed with errors.Is.
+type ClosedError struct {
+	ID     string
+	Status ApprovalStatus
+}
+
+func (e *ClosedError) Error() string { return "approval " + e.ID + " is " + string(e.Status) }
+
+// Is makes errors.Is(err, ErrApprovalClosed) true.
+func (e *ClosedError) Is(target error) bool { return target == ErrApprovalClosed }
+
+// Answer answers a pending approval. Approving enough times (one person,
+// or two different people, neither the requester, under approvals_required
+// 2) issues a single-use authorization bound to the exact act and valid for
+// OperateWithin; the parked step then re-checks the world and acts.
+func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, error) {
+	if a.By == "" {
+		return Approval{}, fmt.Errorf("an answer must name who gives it: %w", ErrNotPermitted)
+	}
+	switch a.Decision {
+	case Approve, Deny, ApproveAndRule:
+	default:
+		return Approval{}, fmt.Errorf("unknown decision %q (want approve, deny or approve_and_rule)", a.Decision)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.approvals[id]
+	if !ok {
+		return Approval{}, fmt.Errorf("approval %s: %w", id, ErrApprovalNotFound)
+	}
+	now := e.now()
+	if p.rec.Status == ApprovalPending && !now.Before(p.rec.Expires) {
+		e.closeLocked(ctx, p, ApprovalExpired, KindApprovalExpired, "")
+	}
+	if p.rec.Status != ApprovalPending {
+		return p.rec, &ClosedError{ID: id, Status: p.rec.Status}
+	}
+	if p.rec.AdminOnly && !a.Admin && a.Decision != Deny {
+		return p.rec, fmt.Errorf("approval %s changes to a wider mode and needs an admin: %w", id, ErrNotPermitted)
+	}
+	if a.Decision != Deny {
+		if p.rec.Required >= 2 && a.By == p.rec.Principal {
+			return p.rec, fmt.Errorf("approval %s needs two people other than the requester %s: %w", id, a.By, ErrNotPermitted)
+		}
+		for _, prev := range p.rec.Answers {
+			if prev.By == a.By {
+				return p.rec, fmt.Errorf("%s already approved %s; a second person must: %w", a.By, id, ErrNotPermitted)
+			}
+		}
+	}
+	ans := AnswerRecord{By: a.By, Decision: a.Decision, Reason: a.Reason, At: now}
+	var rule *RuleRecord
+	if a.Decision == ApproveAndRule {
+		if p.rec.Kind != "actuation" {
+			return p.rec, errors.New("a rule can only be added for an actuation")
+		}
+		rr := e.ruleFor(&p.rec, a, now)
+		rule, ans.Rule = &rr, rr.Rule.ID
+	}
+	p.rec.Answers = append(p.rec.Answers, ans)
+	status := ApprovalPending
+	switch {
+	case a.Decision == Deny:
+		status = ApprovalDenied
+	case len(p.rec.Answers) >= max(1, p.rec.Required):
+		status = ApprovalApproved
+		p.rec.Authorization = &Authorization{ID: newID("auth"),
+			Digest: digest(p.rec.Device, p.rec.Capability, p.rec.Value, p.rec.Principal, p.rec.Key), ValidUntil: now.Add(e.opts.OperateWithin)}
+	}
+	p.rec.Status = status
+	rec := p.rec
+	body := map[string]any{"approval": id, "decision": a.Decision, "by": a.By, "reason": a.Reason, "status": status,
+		"device": rec.Device, "capability": rec.Capability, "rule": ans.Rule}
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalAnswered, Run: rec.Run, Step: rec.Step, Device: rec.Device}, body,
+		func(en *Entry) { en.Approval = &rec }); err != nil {
+		p.rec.Answers = p.rec.Answers[:len(p.rec.Answers)-1]
+		p.rec.Status, p.rec.Authorization = ApprovalPending, nil
+		return p.rec, err
+	}
+	if rule != nil {
+		if err := e.addRuleLocked(ctx, *rule); err != nil {
+			e.log.Error("rule not added", "rule", rule.Rule.ID, "error", err)
+		}
+	}
+	if status != ApprovalPending {
+		delete(e.byTarget, ref(rec.Device, rec.Capability))
+		close(p.decided)
+		if rec.Kind == "mode_change" && status == ApprovalApproved {
+			e.applyModeLocked(ctx, rec.Mode, a.By, "approved "+id)
+		}
+	}
+	e.log.Info("approval answered", "approval", id, "decision", string(a.Decision), "by", a.By, "status", string(status))
+	return rec, nil
+}
+
+func (e *Engine) ruleFor(ap *Approval, a Answer, now time.Time) RuleRecord {
+	d := a.RuleFor
+	if d <= 0 {
+		d = time.Hour
+	}
+	d = min(d, e.opts.MaxRuleTTL)
+	r := governance.Rule{ID: newID("rule"), Principal: ap.Principal, Device: ap.Device, Capability: ap.Capability,
+		Decision: governance.DecideAllow, ExpiresAt: now.Add(d), MadeBy: a.By, Reason: a.Reason}
+	if !a.RuleAnyValue {
+		r.Values.Set = []governance.Value{govValue(ap.Value)}
+	}
+	return RuleRecord{Rule: r, MadeAt: now}
+}
+
+// closeLocked ends a pending approval without approval. e.mu must be held.
+func (e *Engine) closeLocked(ctx context.Context, p *pending, status ApprovalStatus, kind Kind, why string) {
+	if p.rec.Status != ApprovalPending {
+		return
+	}
+	p.rec.Status = status
+	rec := p.rec
+	_, _ = e.commit(ctx, Sync, Event{Kind: kind, Run: rec.Run, Step: rec.Step, Device: rec.Device},
+		map[string]any{"approval": rec.ID, "status": status, "why": why, "device": rec.Device, "capability": rec.Capability},
+		func(en *Entry) { en.Approval = &rec })
+	delete(e.byTarget, ref(rec.Device, rec.Capability))
+	close(p.decided)
+}
+
+func (e *Engine) expire(ctx context.Context, id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.approvals[id]; ok {
+		e.closeLocked(ctx, p, ApprovalExpired, KindApprovalExpired, "unanswered")
+	}
+}
+
+func (e *Engine) supersede(ctx context.Context, id, why string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.approvals[id]; ok {
+		e.closeLocked(ctx, p, ApprovalSuperseded, KindApprovalAnswered, why)
+	}
+}
+
+func (e *Engine) expireModeApprovals(ctx context.Context) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for _, p := range e.approvals {
+		if p.rec.Kind == "mode_change" && p.rec.Status == ApprovalPending && !now.Before(p.rec.Expires) {
+			e.closeLocked(ctx, p, ApprovalExpired, KindApprovalExpired, "unanswered")
+		}
+	}
+}
+
+// Approval returns one approval by id.
+func (e *Engine) Approval(id string) (Approval, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.approvals[id]
+	if !ok {
+		return Approval{}, false
+	}
+	return p.rec, true
+}
+
+// Approvals returns the pending approvals, oldest first.
+func (e *Engine) Approvals() []Approval {
+	e.mu.Lock()
+	var out []Approval
+	for _, p := range e.approvals {
+		if p.rec.Status == ApprovalPending {
+			out = append(out, p.rec)
+		}
+	}
+	e.mu.Unlock()
+	slices.SortFunc(out, func(a, b Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
+	return out
+}
+
+// Mode returns the mode in force.
+func (e *Engine) Mode(ctx context.Context) ModeRecord {
+	e.currentMode(ctx)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mode
+}
+
+// currentMode returns the name of the mode in force, falling back to
+// supervised when a mode's max_duration has run out.
+func (e *Engine) currentMode(ctx context.Context) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.mode.Expires.IsZero() && !e.now().Before(e.mode.Expires) {
+		e.applyModeLocked(ctx, governance.ModeSupervised, "gateway", e.mode.Name+" reached its max_duration")
+	}
+	return e.mode.Name
+}
+
+func (e *Engine) modeByName(name string) governance.Mode {
+	if m, ok := e.policy.Load().Modes[name]; ok {
+		return m
+	}
+	return governance.Mode{ApprovalsRequired: 1}
+}
+
+// SetMode changes the mode. Narrowing (or staying) takes effect at once.
+// Widening asks: it returns a pending approval that only an admin may
+// answer. An unknown mode is refused.
+func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeRecord, *Approval, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	target, ok := e.modes[name]
+	if !ok {
+		return e.mode, nil, fmt.Errorf("mode %q: %w", name, ErrUnknownMode)
+	}
+	cur := e.modes[e.mode.Name]
+	if target.Narrower(cur) {
+		e.applyModeLocked(ctx, name, by, reason)
+		return e.mode, nil, nil
+	}
+	for _, p := range e.approvals {
+		if p.rec.Kind == "mode_change" && p.rec.Status == ApprovalPending {
+			return e.mode, nil, errors.New("a mode change to " + p.rec.Mode + " is already pending as " + p.rec.ID)
+		}
+	}
+	now := e.now()
+	ap := Approval{ID: newID("apr"), Kind: "mode_change", Mode: name, Principal: by, Origin: "mode", Reason: reason,
+		Why: "mode " + name + " is wider than " + cur.Name + ": " + target.Widens(cur), Stage: "mode",
+		Required: 1, AdminOnly: true, RequestedAt: now, Expires: now.Add(e.opts.ApprovalTimeout), Status: ApprovalPending}
+	rec := ap
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested}, &rec, func(en *Entry) { en.Approval = &rec }); err != nil {
+		return e.mode, nil, err
+	}
+	e.approvals[ap.ID] = &pending{rec: ap, decided: make(chan struct{})}
+	return e.mode, &rec, nil
+}
+
+// applyModeLocked switches the mode and journals it. e.mu must be held.
+func (e *Engine) applyModeLocked(ctx context.Context, name, by, reason string) {
+	m := e.modes[name]
+	now := e.now()
+	next := ModeRecord{Name: name, Since: now, By: by}
+	if m.MaxDuration > 0 {
+		next.Expires = now.Add(m.MaxDuration)
+	}
+	from := e.mode.Name
+	rec := next
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindModeChanged}, map[string]any{"from": from, "to": name, "by": by,
+		"reason": reason, "expires": next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil {
+		// An unjournaled widening must not take effect; a narrowing still
+		// does, because narrowing is always safe.
+		if !m.Narrower(e.modes[from]) {
+			return
+		}
+	}
+	e.mode = next
+	e.log.Info("mode changed", "from", from, "to", name, "by", by, "reason", reason)
+}
+
+// Modes returns every known mode, sorted by name.
+func (e *Engine) Modes() []governance.Mode {
+	out := make([]governance.Mode, 0, len(e.modes))
+	for _, m := range e.modes {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b governance.Mode) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// addRuleLocked journals a rule and puts it in force. e.mu must be held.
+func (e *Engine) addRuleLocked(ctx context.Context, rr RuleRecord) error {
+	if err := rr.Rule.Validate(); err != nil {
+		return err
+	}
+	rec := rr
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindRuleAdded, Device: rr.Rule.Device}, &rec, func(en *Entry) { en.Rule = &rec }); err != nil {
+		return err
+	}
+	e.rules[rr.Rule.ID] = rr
+	e.rebuildPolicyLocked()
+	return nil
+}
+
+// RevokeRule ends a rule at once.
+func (e *Engine) RevokeRule(ctx context.Context, id, by string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rr, ok := e.rules[id]
+	if !ok {
+		return fmt.Errorf("rule %s: %w", id, ErrRuleNotFound)
+	}
+	rr.Revoked, rr.RevokedBy = true, by
+	rec := rr
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindRuleRevoked, Device: rr.Rule.Device},
+		map[string]any{"rule": id, "by": by}, func(en *Entry) { en.Rule = &rec }); err != nil {
+		return err
+	}
+	delete(e.rules, id)
+	e.rebuildPolicyLocked()
+	return nil
+}
+
+// Rules returns the rules in force, newest first.
+func (e *Engine) Rules() []RuleRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	var out []RuleRecord
+	for _, r := range e.rules {
+		if r.Rule.Active(now) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b RuleRecord) int { return b.MadeAt.Compare(a.MadeAt) })
+	return out
+}
+
+// rebuildPolicyLocked publishes a fresh policy snapshot for the judge,
+// dropping expired rules. e.mu must be held.
+func (e *Engine) rebuildPolicyLocked() {
+	now := e.now()
+	rules := make([]governance.Rule, 0, len(e.rules))
+	for id, r := range e.rules {
+		if !r.Rule.Active(now) {
+			delete(e.rules, id)
+			continue
+		}
+		rules = append(rules, r.Rule)
+	}
+	// Deny rules first is not needed for correctness (the judge takes every
+	// deny before any allow), but a stable order makes verdicts repeatable.
+	slices.SortFunc(rules, func(a, b governance.Rule) int { return cmp.Compare(a.ID, b.ID) })
+	e.policy.Store(&governance.Policy{Modes: e.modes, Rules: rules})
+}
+
+// LatestReading returns the engine's latest reading of device.capability.
+func (e *Engine) LatestReading(device, capability string) (devices.Reading, bool) {
+	return e.facts.get(ref(device, capability))
+}
+
+func sortRuns(rs []RunRecord) {
+	slices.SortFunc(rs, func(a, b RunRecord) int { return b.StartedAt.Compare(a.StartedAt) })
+}

@@ -1,0 +1,443 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// Options configure an Engine. The zero value of each duration means its
+// default.
+type Options struct {
+	Registry *devices.Registry
+	Journal  Journal
+	// Policies holds the governance of each capability by "device.capability".
+	Policies map[string]CapPolicy
+	// Modes are the configured modes, each checked with
+	// governance.CheckConfigured. The shipped modes are always known.
+	Modes []governance.Mode
+	// Mode is the mode at first start. Default supervised.
+	Mode string
+	// Rules are standing rules from the configuration.
+	Rules []governance.Rule
+	// Plans are the named plans.
+	Plans []Plan
+	// OperateWithin is how long an approval's authorization stays valid.
+	// Default 15s.
+	OperateWithin time.Duration
+	// ApprovalTimeout is how long a request waits for people. Default 10m.
+	ApprovalTimeout time.Duration
+	// MaxRuleTTL caps the life of a rule added with an approval. Default 24h.
+	MaxRuleTTL time.Duration
+	// DriverTimeout bounds one driver call. Default 5s.
+	DriverTimeout time.Duration
+	// CommandLease bounds a single command's run. Default 1 step, 1 actuation, 15m.
+	CommandLease Lease
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+	// Logger receives operational logs. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Errors of the engine.
+var (
+	// ErrStopped is returned once the engine has stopped.
+	ErrStopped = errors.New("engine stopped")
+	// ErrUnknownPlan is returned for a plan that is not configured.
+	ErrUnknownPlan = errors.New("unknown plan")
+	// ErrUnknownMode is returned for a mode that is not known.
+	ErrUnknownMode = errors.New("unknown mode")
+	// ErrApprovalNotFound is returned for an approval id that does not exist.
+	ErrApprovalNotFound = errors.New("approval not found")
+	// ErrApprovalClosed is returned for an answer to an approval that is no
+	// longer pending (answered, expired or superseded).
+	ErrApprovalClosed = errors.New("approval is no longer pending")
+	// ErrNotPermitted is returned when the person may not give this answer.
+	ErrNotPermitted = errors.New("not permitted")
+	// ErrRuleNotFound is returned for a rule id that does not exist.
+	ErrRuleNotFound = errors.New("rule not found")
+)
+
+// Engine runs governed steps. It is safe for concurrent use. It owns the
+// goroutine of every run it starts, and those of pollers and schedules
+// started by Run; Close (or the end of Run) cancels them and waits.
+type Engine struct {
+	reg      *devices.Registry
+	j        Journal
+	now      func() time.Time
+	log      *slog.Logger
+	policies map[string]*CapPolicy
+	plans    map[string]*Plan
+	modes    map[string]governance.Mode
+	opts     Options
+	facts    facts
+	bus      bus
+	policy   atomic.Pointer[governance.Policy]
+	unhealthy atomic.Pointer[string]
+
+	life context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	// mu guards everything below.
+	mu        sync.Mutex
+	mode      ModeRecord
+	rules     map[string]RuleRecord
+	approvals map[string]*pending
+	byTarget  map[string]string // "device.capability" -> pending approval id
+	runs      map[string]*run
+	requests  map[string]*run // idempotency key of a command -> its run
+	changes   map[string]*changes
+	actLocks  map[string]chan struct{}
+}
+
+// pending is an approval waiting for people, and the channel its run waits on.
+type pending struct {
+	rec     Approval
+	decided chan struct{} // closed once rec.Status is no longer pending
+}
+
+// New builds an engine from opts, restoring approvals, rules, runs and the
+// mode from the journal. It checks configured modes and rules.
+func New(ctx context.Context, opts Options) (*Engine, error) {
+	if opts.Registry == nil || opts.Journal == nil {
+		return nil, errors.New("engine needs a registry and a journal")
+	}
+	setDefaults(&opts)
+	e := &Engine{
+		reg: opts.Registry, j: opts.Journal, now: opts.Now, log: opts.Logger, opts: opts,
+		policies:  map[string]*CapPolicy{},
+		plans:     map[string]*Plan{},
+		modes:     governance.ShippedModes(),
+		facts:     facts{m: map[string]devices.Reading{}},
+		rules:     map[string]RuleRecord{},
+		approvals: map[string]*pending{},
+		byTarget:  map[string]string{},
+		runs:      map[string]*run{},
+		requests:  map[string]*run{},
+		changes:   map[string]*changes{},
+		actLocks:  map[string]chan struct{}{},
+	}
+	e.bus.ch = make(chan struct{})
+	for k, p := range opts.Policies {
+		e.policies[k] = &p
+	}
+	for _, m := range opts.Modes {
+		if err := governance.CheckConfigured(m); err != nil {
+			return nil, err
+		}
+		e.modes[m.Name] = m
+	}
+	for i := range opts.Plans {
+		p := &opts.Plans[i]
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		e.plans[p.Name] = p
+	}
+	for _, r := range opts.Rules {
+		if err := r.Validate(); err != nil {
+			return nil, err
+		}
+		e.rules[r.ID] = RuleRecord{Rule: r}
+	}
+	if _, ok := e.modes[opts.Mode]; !ok {
+		return nil, fmt.Errorf("initial mode %q: %w", opts.Mode, ErrUnknownMode)
+	}
+	e.mode = ModeRecord{Name: opts.Mode, By: "configuration"}
+	if err := e.restore(ctx); err != nil {
+		return nil, fmt.Errorf("restoring from the journal: %w", err)
+	}
+	e.rebuildPolicyLocked()
+	e.life, e.stop = context.WithCancel(context.WithoutCancel(ctx))
+	return e, nil
+}
+
+func setDefaults(o *Options) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Mode == "" {
+		o.Mode = governance.ModeSupervised
+	}
+	if o.OperateWithin <= 0 {
+		o.OperateWithin = 15 * time.Second
+	}
+	if o.ApprovalTimeout <= 0 {
+		o.ApprovalTimeout = 10 * time.Minute
+	}
+	if o.MaxRuleTTL <= 0 {
+		o.MaxRuleTTL = 24 * time.Hour
+	}
+	if o.DriverTimeout <= 0 {
+		o.DriverTimeout = 5 * time.Second
+	}
+	if o.CommandLease == (Lease{}) {
+		o.CommandLease = Lease{MaxSteps: 1, MaxActuations: 1, MaxWall: 15 * time.Minute}
+	}
+}
+
+// restore folds the journal's records into the engine. Pending approvals of
+// runs that did not survive are marked superseded; resuming parked runs
+// across a restart belongs to the durable journal.
+func (e *Engine) restore(ctx context.Context) error {
+	snap, err := e.j.Load(ctx)
+	if err != nil {
+		return err
+	}
+	e.bus.last = snap.LastSeq
+	if snap.Mode != nil {
+		if _, ok := e.modes[snap.Mode.Name]; ok {
+			e.mode = *snap.Mode
+		}
+	}
+	for _, r := range snap.Rules {
+		if !r.Revoked {
+			e.rules[r.Rule.ID] = r
+		}
+	}
+	return nil
+}
+
+// Run polls sensors and starts scheduled plans until ctx is done, then stops
+// the engine: it cancels every run and waits for their goroutines.
+func (e *Engine) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, d := range e.reg.Devices() {
+		for _, c := range d.Capabilities {
+			if c.Kind == devices.KindSensor && c.Poll > 0 {
+				wg.Go(func() { e.poll(ctx, d.ID, c.Name, c.Poll) })
+			}
+		}
+	}
+	for _, p := range e.plans {
+		if p.Every > 0 {
+			wg.Go(func() { e.schedule(ctx, p) })
+		}
+	}
+	wg.Go(func() { e.sweep(ctx) })
+	wg.Wait()
+	return e.Close()
+}
+
+// Close cancels every run and waits for the engine's goroutines. It does
+// not close the journal, which its owner closes last.
+func (e *Engine) Close() error {
+	e.stop()
+	e.wg.Wait()
+	return nil
+}
+
+// poll reads one sensor every interval with a governed read step.
+func (e *Engine) poll(ctx context.Context, device, capability string, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := e.Read(ctx, "gateway:poller", device, capability); err != nil && ctx.Err() == nil {
+			e.log.Debug("poll failed", "device_id", device, "capability", capability, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// schedule starts plan p every p.Every, skipping a tick while a run of it
+// is still going.
+func (e *Engine) schedule(ctx context.Context, p *Plan) {
+	t := time.NewTicker(p.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if e.planActive(p.Name) {
+			e.log.Debug("scheduled run skipped", "plan", p.Name, "why", "a run is still going")
+			continue
+		}
+		if _, err := e.StartPlan(ctx, StartPlan{Plan: p.Name, Principal: "schedule:" + p.Name, Origin: "schedule"}); err != nil {
+			e.log.Warn("scheduled run not started", "plan", p.Name, "error", err)
+		}
+	}
+}
+
+// sweep expires pending mode-change approvals and an expired mode.
+func (e *Engine) sweep(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.currentMode(ctx)
+		e.expireModeApprovals(ctx)
+	}
+}
+
+// Healthy returns nil while the engine can witness, or why it cannot.
+func (e *Engine) Healthy() error {
+	if p := e.unhealthy.Load(); p != nil {
+		return errors.New(*p)
+	}
+	return nil
+}
+
+// commit writes one event with its records, publishing it to subscribers.
+// A journal error makes the engine unhealthy.
+func (e *Engine) commit(ctx context.Context, d Durability, ev Event, body any, with func(*Entry)) (Event, error) {
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return Event{}, fmt.Errorf("encoding %s event: %w", ev.Kind, err)
+		}
+		ev.Body = b
+	}
+	if ev.At.IsZero() {
+		ev.At = e.now()
+	}
+	ent := Entry{Event: ev, Durability: d}
+	if with != nil {
+		with(&ent)
+	}
+	out, err := e.j.Commit(ctx, ent)
+	if err != nil {
+		if !errors.Is(err, ErrIllegalTransition) {
+			msg := "journal unwritable: " + err.Error()
+			e.unhealthy.Store(&msg)
+			e.log.Error("journal commit failed", "kind", ev.Kind, "error", err)
+		}
+		return Event{}, fmt.Errorf("journaling %s: %w", ev.Kind, err)
+	}
+	e.bus.publish(out.Seq)
+	return out, nil
+}
+
+// Events returns up to limit events after since.
+func (e *Engine) Events(ctx context.Context, since uint64, limit int) ([]Event, error) {
+	return e.j.Events(ctx, since, limit)
+}
+
+// Subscribe calls fn with every event after since, in order, until ctx is
+// done or fn returns an error. A slow subscriber never blocks a step: it
+// reads the journal from its own position and catches up.
+func (e *Engine) Subscribe(ctx context.Context, since uint64, fn func(Event) error) error {
+	for {
+		changed := e.bus.changed()
+		evs, err := e.j.Events(ctx, since, 512)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if err := fn(ev); err != nil {
+				return err
+			}
+			since = ev.Seq
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// bus wakes subscribers when events are committed.
+type bus struct {
+	// mu guards last and ch.
+	mu   sync.Mutex
+	last uint64
+	ch   chan struct{}
+}
+
+func (b *bus) publish(seq uint64) {
+	b.mu.Lock()
+	if seq > b.last {
+		b.last = seq
+	}
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.mu.Unlock()
+}
+
+func (b *bus) changed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+// LastSeq returns the sequence of the newest event committed.
+func (e *Engine) LastSeq() uint64 {
+	e.bus.mu.Lock()
+	defer e.bus.mu.Unlock()
+	return e.bus.last
+}
+
+// Readings returns the latest reading of every capability, sorted.
+func (e *Engine) Readings() []Reading {
+	e.facts.mu.RLock()
+	out := make([]Reading, 0, len(e.facts.m))
+	for k, r := range e.facts.m {
+		dev, capability := splitRef(k)
+		out = append(out, Reading{Device: dev, Capability: capability, Reading: r})
+	}
+	e.facts.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Reading) int {
+		if a.Device != b.Device {
+			return compareStrings(a.Device, b.Device)
+		}
+		return compareStrings(a.Capability, b.Capability)
+	})
+	return out
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// newID returns a random identifier with a prefix: "run-3f9a0c1d2e4b5a69".
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+func ref(device, capability string) string { return device + "." + capability }
+
+func splitRef(s string) (string, string) {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '.' {
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
+}

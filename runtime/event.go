@@ -1,0 +1,58 @@
+package runtime
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Kind names what an event records.
+type Kind string
+
+// The event kinds.
+const (
+	KindStarted           Kind = "started"
+	KindInvoked           Kind = "invoked"
+	KindObserved          Kind = "observed"
+	KindRefused           Kind = "refused"
+	KindFailed            Kind = "failed"
+	KindApprovalRequested Kind = "approval_requested"
+	KindApprovalAnswered  Kind = "approval_answered"
+	KindApprovalExpired   Kind = "approval_expired"
+	KindActed             Kind = "acted"
+	KindAlarm             Kind = "alarm"
+	KindModeChanged       Kind = "mode_changed"
+	KindRuleAdded         Kind = "rule_added"
+	KindRuleRevoked       Kind = "rule_revoked"
+	KindDeviceOnline      Kind = "device_online"
+	KindDeviceOffline     Kind = "device_offline"
+	KindEnded             Kind = "ended"
+)
+
+// Event is one entry of the journal. Seq is assigned by the journal and
+// grows by one for every event; subscribers resume from it.
+type Event struct {
+	Seq  uint64    `json:"seq"`
+	At   time.Time `json:"at"`
+	Kind Kind      `json:"kind"`
+	// Run and Step place the event in a run; Run is empty for events of the
+	// gateway itself (a scheduled poll, a device going offline).
+	Run  string `json:"run,omitempty"`
+	Step int    `json:"step,omitempty"`
+	// Device is the device the event concerns, if any, for filtering.
+	Device string `json:"device,omitempty"`
+	// Body is the kind-specific content, a JSON object.
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// Durability says when a commit returns.
+type Durability uint8
+
+const (
+	// Async commits may return before the entry is durable; the journal
+	// makes it durable soon (within about 100 ms) and in order. Readings and
+	// telemetry use it.
+	Async Durability = iota
+	// Sync commits return only once the entry is durable. Actuation records,
+	// approvals, rules and mode changes use it.
+	Sync
+)

@@ -1,0 +1,205 @@
+package runtime
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// execute is a run's goroutine: it takes the plan's steps in order, parks
+// for approvals, and ends the run as the plan says.
+func (e *Engine) execute(ctx context.Context, r *run) {
+	rec := r.record()
+	_, _ = e.commit(ctx, Async, Event{Kind: KindStarted, Run: rec.ID}, map[string]any{
+		"plan": rec.Plan, "principal": rec.Principal, "origin": rec.Origin, "request_id": rec.RequestID, "reason": rec.Reason,
+	}, func(en *Entry) { en.Run = &rec })
+	end, why := EndCompleted, ""
+	for i, s := range r.plan.Steps {
+		idx := i + 1
+		r.mu.Lock()
+		r.rec.Step = idx
+		r.mu.Unlock()
+		if ctx.Err() != nil {
+			end, why = EndCancelled, "cancelled before step "+strconv.Itoa(idx)
+			break
+		}
+		if left := r.leaseLeft(e.now(), false); left != "" {
+			end, why = EndLeaseExhausted, "lease exhausted before step "+strconv.Itoa(idx)+": "+left
+			r.observe(Observation{Kind: Refused, Run: rec.ID, Step: idx, Device: s.Device, Capability: s.Capability, Why: why, Stage: "lease"})
+			break
+		}
+		obs := e.runStep(ctx, r, idx, s)
+		r.observe(obs)
+		switch obs.Kind {
+		case Refused:
+			end, why = EndRefused, obs.Why
+			if obs.Stage == "lease" {
+				end = EndLeaseExhausted
+			}
+		case Failed:
+			if !r.plan.ContinueOnFailure {
+				end, why = EndFailed, obs.Why
+			}
+		}
+		if ctx.Err() != nil && end == EndCompleted {
+			end, why = EndCancelled, "cancelled during step "+strconv.Itoa(idx)
+		}
+		if end != EndCompleted {
+			break
+		}
+	}
+	r.mu.Lock()
+	r.rec.Status, r.rec.End, r.rec.Why, r.rec.EndedAt = RunEnded, end, why, e.now()
+	if !r.activeSince.IsZero() {
+		r.rec.Spent += e.now().Sub(r.activeSince)
+		r.activeSince = time.Time{}
+	}
+	final := r.rec
+	r.mu.Unlock()
+	// The run's own context may be cancelled; its end is still recorded.
+	_, _ = e.commit(context.WithoutCancel(ctx), Async, Event{Kind: KindEnded, Run: final.ID}, map[string]any{
+		"end": final.End, "why": final.Why, "steps": final.Steps, "actuations": final.Actuations, "spent": final.Spent.String(),
+	}, func(en *Entry) { en.Run = &final })
+	r.ensureFirst(Observation{Kind: Failed, Run: final.ID, Why: "run ended before its first step: " + why})
+	e.forgetRun(r)
+	e.log.Info("run ended", "run", final.ID, "plan", final.Plan, "end", string(final.End), "why", final.Why)
+}
+
+// forgetRun drops ended runs beyond the newest 1000, so memory stays bounded.
+func (e *Engine) forgetRun(_ *run) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	const keep = 1000
+	if len(e.runs) <= keep {
+		return
+	}
+	var ended []*run
+	for _, r := range e.runs {
+		if r.record().Status == RunEnded {
+			ended = append(ended, r)
+		}
+	}
+	slices.SortFunc(ended, func(a, b *run) int { return a.record().StartedAt.Compare(b.record().StartedAt) })
+	for _, r := range ended[:max(0, len(e.runs)-keep)] {
+		delete(e.runs, r.rec.ID)
+		for k, v := range e.requests {
+			if v == r {
+				delete(e.requests, k)
+			}
+		}
+	}
+}
+
+// runStep executes one plan step, waiting out an approval if it parks.
+func (e *Engine) runStep(ctx context.Context, r *run, idx int, s PlanStep) Observation {
+	rec := r.record()
+	switch s.Op {
+	case OpRead:
+		return e.read(ctx, r, idx, rec.Principal, s.Device, s.Capability)
+	case OpWait:
+		r.charge(false)
+		t := time.NewTimer(s.Wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return Observation{Kind: Completed, Run: rec.ID, Step: idx}
+		case <-ctx.Done():
+			return Observation{Kind: Failed, Run: rec.ID, Step: idx, Why: "cancelled while waiting"}
+		}
+	case OpExpect:
+		r.charge(false)
+		return e.expect(ctx, r, idx, s.Expect)
+	}
+	key := rec.ID + "/" + strconv.Itoa(idx)
+	if rec.Plan == "command" {
+		key = rec.Principal + "/" + r.requestID
+	}
+	w := &writeReq{run: r, step: idx, key: key, principal: rec.Principal, origin: rec.Origin, reason: rec.Reason,
+		device: s.Device, capability: s.Capability, value: s.Value}
+	obs := e.write(ctx, w)
+	if obs.Kind != ApprovalRequest {
+		return obs
+	}
+	r.observe(obs)
+	ap, why := e.awaitAnswer(ctx, obs.Approval.ID)
+	r.resume(e.now())
+	if ap == nil {
+		base := Observation{Run: rec.ID, Step: idx, Device: s.Device, Capability: s.Capability}
+		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: why}, s.Value)
+	}
+	w.resume = ap
+	return e.write(ctx, w)
+}
+
+// awaitAnswer waits until the approval is decided, expires, or ctx is done.
+// It returns the approved record, or nil and why not.
+func (e *Engine) awaitAnswer(ctx context.Context, id string) (*Approval, string) {
+	e.mu.Lock()
+	p, ok := e.approvals[id]
+	e.mu.Unlock()
+	if !ok {
+		return nil, "approval " + id + " is gone"
+	}
+	t := time.NewTimer(max(0, p.rec.Expires.Sub(e.now())))
+	defer t.Stop()
+	select {
+	case <-p.decided:
+	case <-t.C:
+		e.expire(ctx, id)
+	case <-ctx.Done():
+		e.supersede(context.WithoutCancel(ctx), id, "the run was cancelled")
+	}
+	e.mu.Lock()
+	rec := p.rec
+	e.mu.Unlock()
+	switch rec.Status {
+	case ApprovalApproved:
+		return &rec, ""
+	case ApprovalDenied:
+		last := rec.Answers[len(rec.Answers)-1]
+		why := "denied by " + last.By
+		if last.Reason != "" {
+			why += ": " + last.Reason
+		}
+		return nil, why
+	case ApprovalExpired:
+		return nil, "approval " + id + " expired at " + rec.Expires.Format(time.RFC3339) + " unanswered"
+	}
+	return nil, "approval " + id + " was " + string(rec.Status)
+}
+
+// expect polls a sensor with governed reads until the condition holds.
+func (e *Engine) expect(ctx context.Context, r *run, idx int, x *Expect) Observation {
+	rec := r.record()
+	dev, capability := splitRef(x.Sensor)
+	deadline := e.now().Add(x.Within)
+	var last Observation
+	for {
+		last = e.read(ctx, nil, idx, rec.Principal, dev, capability)
+		last.Run = rec.ID
+		if last.Kind == Completed && last.Reading != nil && x.Op.Holds(govValue(last.Reading.Value), govValue(x.Value)) {
+			return last
+		}
+		if last.Kind == Refused {
+			return last
+		}
+		if !e.now().Before(deadline) || ctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(min(500*time.Millisecond, deadline.Sub(e.now())))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	seen := "no good reading"
+	if last.Reading != nil {
+		seen = "last " + last.Reading.Value.String()
+	}
+	base := Observation{Run: rec.ID, Step: idx, Device: dev, Capability: capability}
+	return e.failed(ctx, base, "expected "+x.Sensor+" "+string(x.Op)+" "+x.Value.String()+" within "+x.Within.String()+" ("+seen+")")
+}

@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+)
+
+// MemJournal is a Journal held in memory: nothing survives the process.
+// It keeps at most MaxEvents events, dropping the oldest. It is safe for
+// concurrent use.
+type MemJournal struct {
+	// MaxEvents bounds the events kept; zero means 100,000.
+	MaxEvents int
+
+	// mu guards everything below.
+	mu        sync.Mutex
+	closed    bool
+	events    []Event
+	seq       uint64
+	attempts  map[string]Attempt
+	approvals map[string]Approval
+	rules     map[string]RuleRecord
+	runs      map[string]RunRecord
+	mode      *ModeRecord
+}
+
+// NewMemJournal returns an empty in-memory journal.
+func NewMemJournal() *MemJournal {
+	return &MemJournal{
+		attempts:  map[string]Attempt{},
+		approvals: map[string]Approval{},
+		rules:     map[string]RuleRecord{},
+		runs:      map[string]RunRecord{},
+	}
+}
+
+// Commit appends the event and stores the records. Durability is moot in
+// memory: every commit is visible when it returns.
+func (j *MemJournal) Commit(_ context.Context, e Entry) (Event, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return Event{}, ErrJournalClosed
+	}
+	if a := e.Attempt; a != nil {
+		if prev := j.attempts[a.Key]; !prev.State.CanMoveTo(a.State) {
+			return Event{}, &TransitionError{Key: a.Key, From: prev.State, To: a.State}
+		}
+	}
+	j.seq++
+	ev := e.Event
+	ev.Seq = j.seq
+	max := j.MaxEvents
+	if max <= 0 {
+		max = 100_000
+	}
+	if len(j.events) >= max {
+		j.events = slices.Delete(j.events, 0, len(j.events)-max+1)
+	}
+	j.events = append(j.events, ev)
+	if e.Attempt != nil {
+		j.attempts[e.Attempt.Key] = *e.Attempt
+	}
+	if e.Approval != nil {
+		j.approvals[e.Approval.ID] = *e.Approval
+	}
+	if e.Rule != nil {
+		j.rules[e.Rule.Rule.ID] = *e.Rule
+	}
+	if e.Run != nil {
+		j.runs[e.Run.ID] = *e.Run
+	}
+	if e.Mode != nil {
+		m := *e.Mode
+		j.mode = &m
+	}
+	return ev, nil
+}
+
+// Events returns up to limit events after since.
+func (j *MemJournal) Events(_ context.Context, since uint64, limit int) ([]Event, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(j.events, since+1, func(e Event, s uint64) int { return cmp.Compare(e.Seq, s) })
+	end := len(j.events)
+	if limit > 0 && end-i > limit {
+		end = i + limit
+	}
+	return slices.Clone(j.events[i:end]), nil
+}
+
+// Attempt returns the attempt with the key.
+func (j *MemJournal) Attempt(_ context.Context, key string) (Attempt, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a, ok := j.attempts[key]
+	return a, ok, nil
+}
+
+// Load returns the folded records.
+func (j *MemJournal) Load(context.Context) (Snapshot, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s := Snapshot{LastSeq: j.seq}
+	for _, a := range j.approvals {
+		s.Approvals = append(s.Approvals, a)
+	}
+	for _, r := range j.rules {
+		s.Rules = append(s.Rules, r)
+	}
+	for _, r := range j.runs {
+		s.Runs = append(s.Runs, r)
+	}
+	for _, a := range j.attempts {
+		if !a.State.Terminal() {
+			s.Open = append(s.Open, a)
+		}
+	}
+	if j.mode != nil {
+		m := *j.mode
+		s.Mode = &m
+	}
+	slices.SortFunc(s.Approvals, func(a, b Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
+	slices.SortFunc(s.Runs, func(a, b RunRecord) int { return a.StartedAt.Compare(b.StartedAt) })
+	slices.SortFunc(s.Rules, func(a, b RuleRecord) int { return a.MadeAt.Compare(b.MadeAt) })
+	return s, nil
+}
+
+// Close makes later commits fail.
+func (j *MemJournal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = true
+	return nil
+}
+
+// TransitionError is an illegal attempt transition. It matches
+// ErrIllegalTransition with errors.Is.
+type TransitionError struct {
+	Key      string
+	From, To AttemptState
+}
+
+func (e *TransitionError) Error() string {
+	from := string(e.From)
+	if from == "" {
+		from = "(none)"
+	}
+	return "attempt " + e.Key + ": illegal transition " + from + " -> " + string(e.To)
+}
+
+// Is makes errors.Is(err, ErrIllegalTransition) true.
+func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }

@@ -1,0 +1,174 @@
+package runtime
+
+import (
+	"sync"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// Declared is what the configuration declares of an actuator's effects.
+// It can only add to the driver's floor, never take away.
+type Declared struct {
+	Reversible bool
+	Contained  bool
+	Costs      bool
+	Reaches    bool
+}
+
+// Confirm says how an actuation is verified after the driver returns.
+type Confirm struct {
+	// ReadBack reads the capability itself until it equals the value.
+	ReadBack bool
+	// Sensor, Op and Value name a condition on another reading that must
+	// hold, such as "flow-1.rate > 1".
+	Sensor string
+	Op     governance.Op
+	Value  devices.Value
+	// Within bounds the wait for confirmation. Zero means 5s.
+	Within time.Duration
+}
+
+// CapPolicy is the governance of one capability: what it does to the world
+// and the safety features that bound it.
+type CapPolicy struct {
+	// Effects is what the configuration declares; nil for an actuator means
+	// nothing was declared, and the step is judged as the worst case.
+	Effects    *Declared
+	Envelope   *governance.Envelope
+	Interlocks []governance.Condition
+	Confirm    *Confirm
+	// Safe is the value the gateway would drive the actuator to.
+	Safe *devices.Value
+}
+
+// Profile returns the effect profile of a step on capability c of device d:
+// a sensor reads its scope; an actuator writes it, with the declared effects
+// joined to the driver's floor, or the worst case when nothing is declared.
+func Profile(d *devices.Device, c *devices.Capability, p *CapPolicy) governance.EffectProfile {
+	scope := governance.Scopes(governance.Scope(d.Scope()))
+	if c.Kind == devices.KindSensor {
+		prof := governance.Nothing()
+		prof.Reads = scope
+		prof.Reaches = c.Floor.Reaches
+		return prof
+	}
+	if p == nil || p.Effects == nil {
+		return governance.Worst()
+	}
+	decl := governance.EffectProfile{
+		Writes:     scope,
+		Reaches:    p.Effects.Reaches,
+		Reversible: p.Effects.Reversible,
+		Contained:  p.Effects.Contained,
+		Costs:      p.Effects.Costs,
+	}
+	floor := governance.EffectProfile{
+		Writes:     scope,
+		Reaches:    c.Floor.Reaches,
+		Reversible: !c.Floor.Irreversible,
+		Contained:  !c.Floor.Uncontained,
+		Costs:      c.Floor.Costs,
+	}
+	return decl.Join(floor)
+}
+
+// govValue converts a device value for the judge.
+func govValue(v devices.Value) governance.Value {
+	return governance.Value{Type: governance.ValueType(v.Type), Bool: v.Bool, Num: v.Num, Text: v.Text}
+}
+
+// Reading is a capability's latest reading as the engine knows it.
+type Reading struct {
+	Device     string          `json:"device"`
+	Capability string          `json:"capability"`
+	Reading    devices.Reading `json:"reading"`
+}
+
+// facts is the engine's cache of the latest readings. It implements
+// governance.Facts and is safe for concurrent use.
+type facts struct {
+	// mu guards m.
+	mu sync.RWMutex
+	m  map[string]devices.Reading
+}
+
+func (f *facts) Fact(sensor string) (governance.Fact, bool) {
+	f.mu.RLock()
+	r, ok := f.m[sensor]
+	f.mu.RUnlock()
+	if !ok {
+		return governance.Fact{}, false
+	}
+	return governance.Fact{Value: govValue(r.Value), At: r.At, Good: r.Quality == devices.QualityGood}, true
+}
+
+func (f *facts) get(sensor string) (devices.Reading, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	r, ok := f.m[sensor]
+	return r, ok
+}
+
+func (f *facts) put(sensor string, r devices.Reading) {
+	f.mu.Lock()
+	if old, ok := f.m[sensor]; !ok || !r.At.Before(old.At) {
+		f.m[sensor] = r
+	}
+	f.mu.Unlock()
+}
+
+// markBad keeps the last value of sensor but marks it bad, after a failed read.
+func (f *facts) markBad(sensor string) {
+	f.mu.Lock()
+	if r, ok := f.m[sensor]; ok {
+		r.Quality = devices.QualityBad
+		f.m[sensor] = r
+	}
+	f.mu.Unlock()
+}
+
+// markDevice marks every reading of a device bad, when it goes offline.
+func (f *facts) markDevice(device string) {
+	f.mu.Lock()
+	for k, r := range f.m {
+		if dev, _ := splitRef(k); dev == device {
+			r.Quality = devices.QualityBad
+			f.m[k] = r
+		}
+	}
+	f.mu.Unlock()
+}
+
+// changes records when an actuator was changed by our command, for the
+// envelope's dwell and rate limits.
+type changes struct {
+	last  time.Time
+	times []time.Time // within the last minute
+}
+
+func (c *changes) history(current devices.Value, now time.Time) governance.History {
+	n := 0
+	for _, t := range c.times {
+		if now.Sub(t) < time.Minute {
+			n++
+		}
+	}
+	h := governance.History{LastChange: c.last, ChangesLastMinute: n}
+	if !current.IsZero() {
+		h.Current = govValue(current)
+	}
+	return h
+}
+
+func (c *changes) record(now time.Time) {
+	kept := c.times[:0]
+	for _, t := range c.times {
+		if now.Sub(t) < time.Minute {
+			kept = append(kept, t)
+		}
+	}
+	c.times = append(kept, now)
+	c.last = now
+}

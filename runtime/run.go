@@ -1,0 +1,415 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// Lease bounds a run. A refused step spends nothing, and time parked
+// waiting for people is not spent. Zero fields mean no bound.
+type Lease struct {
+	MaxSteps      int
+	MaxWall       time.Duration
+	MaxActuations int
+}
+
+// StepOp is what a plan step does.
+type StepOp string
+
+// The plan step operations.
+const (
+	OpRead   StepOp = "read"
+	OpWrite  StepOp = "write"
+	OpWait   StepOp = "wait"
+	OpExpect StepOp = "expect"
+)
+
+// Expect is a condition a plan waits for, failing after Within.
+type Expect struct {
+	Sensor string
+	Op     governance.Op
+	Value  devices.Value
+	Within time.Duration
+}
+
+// PlanStep is one step of a plan.
+type PlanStep struct {
+	Op         StepOp
+	Device     string
+	Capability string
+	// Value is what a write step writes.
+	Value devices.Value
+	// Wait is how long a wait step waits.
+	Wait time.Duration
+	// Expect is the condition of an expect step.
+	Expect *Expect
+}
+
+// Describe says what the step does, for logs.
+func (s PlanStep) Describe() string {
+	switch s.Op {
+	case OpRead:
+		return "read " + ref(s.Device, s.Capability)
+	case OpWrite:
+		return "write " + ref(s.Device, s.Capability) + " = " + s.Value.String()
+	case OpWait:
+		return "wait " + s.Wait.String()
+	case OpExpect:
+		return "expect " + s.Expect.Sensor + " " + string(s.Expect.Op) + " " + s.Expect.Value.String() + " within " + s.Expect.Within.String()
+	}
+	return string(s.Op)
+}
+
+// Plan is a named sequence of steps run under a lease.
+type Plan struct {
+	Name  string
+	Steps []PlanStep
+	Lease Lease
+	// ContinueOnFailure makes a failed step not end the run. A refused step
+	// always ends it.
+	ContinueOnFailure bool
+	// Every starts the plan on a schedule; zero means never.
+	Every time.Duration
+}
+
+func (p *Plan) validate() error {
+	if p.Name == "" {
+		return errors.New("a plan has no name")
+	}
+	if len(p.Steps) == 0 {
+		return errors.New("plan " + p.Name + " has no steps")
+	}
+	for i, s := range p.Steps {
+		where := "plan " + p.Name + " step " + strconv.Itoa(i+1)
+		switch s.Op {
+		case OpRead:
+		case OpWrite:
+			if s.Value.IsZero() {
+				return errors.New(where + ": a write needs a value")
+			}
+		case OpWait:
+			if s.Wait <= 0 {
+				return errors.New(where + ": a wait needs a positive duration")
+			}
+		case OpExpect:
+			if s.Expect == nil || s.Expect.Within <= 0 {
+				return errors.New(where + ": an expect needs a condition and a positive within")
+			}
+		default:
+			return errors.New(where + ": unknown operation " + strconv.Quote(string(s.Op)))
+		}
+	}
+	return nil
+}
+
+// run is one execution of a plan. Its goroutine, owned by the engine's
+// WaitGroup, is the only writer of rec's counters; others read under mu.
+type run struct {
+	plan      *Plan
+	requestID string
+	cancel    context.CancelFunc
+	first     chan Observation // the first observation that ends or parks a step
+	firstDone chan struct{}    // closed once first has been sent
+	done      chan struct{}
+
+	// mu guards everything below.
+	mu          sync.Mutex
+	rec         RunRecord
+	activeSince time.Time
+	last        Observation
+	sentFirst   bool
+}
+
+// id returns the run's id; a nil run (a poll) has none.
+func (r *run) id() string {
+	if r == nil {
+		return ""
+	}
+	return r.rec.ID
+}
+
+// charge spends one step, and one actuation for a write.
+func (r *run) charge(actuation bool) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rec.Steps++
+	if actuation {
+		r.rec.Actuations++
+	}
+}
+
+// leaseLeft returns "" while the lease allows another step (and another
+// actuation, with actuation set), or why not.
+func (r *run) leaseLeft(now time.Time, actuation bool) string {
+	if r == nil {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.plan.Lease
+	spent := r.rec.Spent
+	if !r.activeSince.IsZero() {
+		spent += now.Sub(r.activeSince)
+	}
+	switch {
+	case l.MaxSteps > 0 && r.rec.Steps >= l.MaxSteps:
+		return fmt.Sprintf("%d of %d steps spent", r.rec.Steps, l.MaxSteps)
+	case actuation && l.MaxActuations > 0 && r.rec.Actuations >= l.MaxActuations:
+		return fmt.Sprintf("%d of %d actuations spent", r.rec.Actuations, l.MaxActuations)
+	case l.MaxWall > 0 && spent >= l.MaxWall:
+		return fmt.Sprintf("%s of %s wall time spent", spent.Round(time.Millisecond), l.MaxWall)
+	}
+	return ""
+}
+
+// park stops the wall clock of the run and returns its record.
+func (r *run) park(now time.Time, approval string) *RunRecord {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.activeSince.IsZero() {
+		r.rec.Spent += now.Sub(r.activeSince)
+		r.activeSince = time.Time{}
+	}
+	r.rec.Status, r.rec.Approval = RunParked, approval
+	rec := r.rec
+	return &rec
+}
+
+func (r *run) resume(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.activeSince = now
+	r.rec.Status, r.rec.Approval = RunRunning, ""
+}
+
+// observe records obs as the run's latest and hands the first one to Do.
+func (r *run) observe(obs Observation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = obs
+	if !r.sentFirst {
+		r.sentFirst = true
+		r.first <- obs
+		close(r.firstDone)
+	}
+}
+
+// ensureFirst hands obs to Do if nothing was handed yet.
+func (r *run) ensureFirst(obs Observation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.sentFirst {
+		r.sentFirst = true
+		r.last = obs
+		r.first <- obs
+		close(r.firstDone)
+	}
+}
+
+func (r *run) record() RunRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec
+}
+
+// Command is one request to read or write a capability, from MQTT, the API
+// or the console. It runs as a one-step plan.
+type Command struct {
+	// Principal is who asks: "mqtt:alice".
+	Principal string
+	// Origin is where from: "mqtt", "api", "console".
+	Origin string
+	// RequestID makes the command idempotent: the same principal and id
+	// get the first outcome back. Empty means the engine makes one.
+	RequestID string
+	Reason    string
+	Device    string
+	// Capability is the target; Value is zero for a read.
+	Capability string
+	Value      devices.Value
+}
+
+// Do runs a command and returns its first observation: the outcome, or an
+// ApprovalRequest when it parks. A parked command acts later, when it is
+// approved, and its receipt is an "acted" event of the same run.
+func (e *Engine) Do(ctx context.Context, cmd Command) (Observation, error) {
+	if cmd.Principal == "" {
+		return Observation{}, errors.New("a command needs a principal")
+	}
+	if cmd.RequestID == "" {
+		cmd.RequestID = newID("req")
+	}
+	key := cmd.Principal + "/" + cmd.RequestID
+	op := OpRead
+	if !cmd.Value.IsZero() {
+		op = OpWrite
+	}
+	plan := &Plan{Name: "command", Lease: e.opts.CommandLease,
+		Steps: []PlanStep{{Op: op, Device: cmd.Device, Capability: cmd.Capability, Value: cmd.Value}}}
+	e.mu.Lock()
+	if r, ok := e.requests[key]; ok {
+		e.mu.Unlock()
+		return e.repeat(ctx, r, plan.Steps[0], cmd)
+	}
+	r, err := e.newRunLocked(plan, cmd.Principal, cmd.Origin, cmd.RequestID, cmd.Reason)
+	if err != nil {
+		e.mu.Unlock()
+		return Observation{}, err
+	}
+	e.requests[key] = r
+	e.mu.Unlock()
+	e.start(r)
+	select {
+	case obs := <-r.first:
+		obs.RequestID = cmd.RequestID
+		return obs, nil
+	case <-ctx.Done():
+		return Observation{}, ctx.Err()
+	}
+}
+
+// repeat answers a command whose idempotency key was seen before.
+func (e *Engine) repeat(ctx context.Context, r *run, s PlanStep, cmd Command) (Observation, error) {
+	prev := r.plan.Steps[0]
+	if prev.Device != s.Device || prev.Capability != s.Capability || !prev.Value.Equal(s.Value) {
+		return Observation{Kind: Refused, Run: r.id(), RequestID: cmd.RequestID, Device: s.Device, Capability: s.Capability,
+			Why: "request id " + cmd.RequestID + " of " + cmd.Principal + " was already used for a different act"}, nil
+	}
+	select {
+	case <-r.firstDone:
+	case <-ctx.Done():
+		return Observation{}, ctx.Err()
+	}
+	r.mu.Lock()
+	obs := r.last
+	r.mu.Unlock()
+	obs.RequestID, obs.Replayed = cmd.RequestID, true
+	return obs, nil
+}
+
+// StartPlan is a request to start a plan.
+type StartPlan struct {
+	Plan      string
+	Principal string
+	Origin    string
+	RequestID string
+	Reason    string
+}
+
+// StartPlan starts a run of a configured plan and returns its record at once.
+func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error) {
+	p, ok := e.plans[sp.Plan]
+	if !ok {
+		return RunRecord{}, fmt.Errorf("plan %q: %w", sp.Plan, ErrUnknownPlan)
+	}
+	if sp.Principal == "" {
+		return RunRecord{}, errors.New("a plan run needs a principal")
+	}
+	e.mu.Lock()
+	key := ""
+	if sp.RequestID != "" {
+		key = sp.Principal + "/run/" + sp.RequestID
+		if r, ok := e.requests[key]; ok {
+			e.mu.Unlock()
+			return r.record(), nil
+		}
+	}
+	r, err := e.newRunLocked(p, sp.Principal, sp.Origin, sp.RequestID, sp.Reason)
+	if err != nil {
+		e.mu.Unlock()
+		return RunRecord{}, err
+	}
+	if key != "" {
+		e.requests[key] = r
+	}
+	e.mu.Unlock()
+	e.start(r)
+	return r.record(), nil
+}
+
+func (e *Engine) newRunLocked(p *Plan, principal, origin, requestID, reason string) (*run, error) {
+	if e.life.Err() != nil {
+		return nil, ErrStopped
+	}
+	now := e.now()
+	r := &run{plan: p, requestID: requestID, first: make(chan Observation, 1), firstDone: make(chan struct{}), done: make(chan struct{}),
+		rec: RunRecord{ID: newID("run"), Plan: p.Name, Principal: principal, Origin: origin, RequestID: requestID,
+			Reason: reason, Status: RunRunning, StartedAt: now}, activeSince: now}
+	e.runs[r.rec.ID] = r
+	return r, nil
+}
+
+func (e *Engine) start(r *run) {
+	ctx, cancel := context.WithCancel(e.life)
+	r.cancel = cancel
+	e.wg.Go(func() {
+		defer cancel()
+		defer close(r.done)
+		e.execute(ctx, r)
+	})
+}
+
+func (e *Engine) planActive(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range e.runs {
+		if r.plan.Name == name && r.record().Status != RunEnded {
+			return true
+		}
+	}
+	return false
+}
+
+// Runs returns the records of the runs this engine knows, newest first.
+func (e *Engine) Runs() []RunRecord {
+	e.mu.Lock()
+	out := make([]RunRecord, 0, len(e.runs))
+	for _, r := range e.runs {
+		out = append(out, r.record())
+	}
+	e.mu.Unlock()
+	sortRuns(out)
+	return out
+}
+
+// Cancel cancels a run. A parked run ends cancelled; an act in progress
+// finishes its read-back first.
+func (e *Engine) Cancel(id string) error {
+	e.mu.Lock()
+	r, ok := e.runs[id]
+	e.mu.Unlock()
+	if !ok {
+		return errors.New("run " + id + " not found")
+	}
+	r.cancel()
+	return nil
+}
+
+// Wait blocks until the run has ended or ctx is done, and returns its record.
+func (e *Engine) Wait(ctx context.Context, id string) (RunRecord, error) {
+	e.mu.Lock()
+	r, ok := e.runs[id]
+	e.mu.Unlock()
+	if !ok {
+		return RunRecord{}, errors.New("run " + id + " not found")
+	}
+	select {
+	case <-r.done:
+		return r.record(), nil
+	case <-ctx.Done():
+		return r.record(), ctx.Err()
+	}
+}

@@ -1,0 +1,303 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// ObservationKind is what came of a step.
+type ObservationKind string
+
+// The observations a step can make.
+const (
+	Completed       ObservationKind = "completed"
+	Refused         ObservationKind = "refused"
+	ApprovalRequest ObservationKind = "approval_request"
+	Failed          ObservationKind = "failed"
+	Acted           ObservationKind = "acted"
+)
+
+// Observation is what came of one step. Refused, Failed and ApprovalRequest
+// say why; Completed carries a reading; Acted carries the receipt.
+type Observation struct {
+	Kind       ObservationKind  `json:"kind"`
+	Run        string           `json:"run,omitempty"`
+	Step       int              `json:"step"`
+	RequestID  string           `json:"request_id,omitempty"`
+	Device     string           `json:"device,omitempty"`
+	Capability string           `json:"capability,omitempty"`
+	Reading    *devices.Reading `json:"reading,omitempty"`
+	Why        string           `json:"why,omitempty"`
+	// Stage, Mode and Rule say what decided a refusal or an ask.
+	Stage    string    `json:"stage,omitempty"`
+	Mode     string    `json:"mode,omitempty"`
+	Rule     string    `json:"rule,omitempty"`
+	Approval *Approval `json:"approval,omitempty"`
+	Receipt  *Receipt  `json:"receipt,omitempty"`
+	// Replayed is true when a repeated request got its first outcome back.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// Read runs one governed read step outside any run, as a poller does.
+func (e *Engine) Read(ctx context.Context, principal, device, capability string) (Observation, error) {
+	if e.life.Err() != nil {
+		return Observation{}, ErrStopped
+	}
+	obs := e.read(ctx, nil, 0, principal, device, capability)
+	return obs, nil
+}
+
+// read is the read step: it never changes the world, so it has no attempt.
+func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, capability string) Observation {
+	runID := r.id()
+	base := Observation{Run: runID, Step: step, Device: device, Capability: capability}
+	if err := ctx.Err(); err != nil {
+		return e.failed(ctx, base, "cancelled before reading")
+	}
+	e.refresh(ctx)
+	ent, c, obs, ok := e.resolve(ctx, base)
+	if !ok {
+		return obs
+	}
+	if !c.Readable() {
+		return e.failed(ctx, base, capability+" of "+device+" cannot be read")
+	}
+	pol := e.policies[ref(device, capability)]
+	req := governance.Request{
+		Principal: principal, Device: device, Capability: capability,
+		Profile: Profile(&ent.Device, c, pol), Mode: e.currentMode(ctx), Now: e.now(),
+	}
+	v := governance.Judge(&req, e.policy.Load())
+	if v.Outcome != governance.Allow {
+		// A read never asks: a person is not paged to approve a sensor.
+		if v.Outcome == governance.Ask {
+			v.Outcome, v.Why = governance.Refuse, "a read that would need approval is refused: "+v.Why
+		}
+		return e.refused(ctx, base, v)
+	}
+	if r != nil {
+		r.charge(false)
+	}
+	rd, err := e.driverRead(ctx, ent.Driver, device, capability)
+	if err != nil {
+		e.facts.markBad(ref(device, capability))
+		return e.failed(ctx, base, err.Error())
+	}
+	base.Kind = Completed
+	base.Reading = &rd
+	_, _ = e.commit(ctx, Async, Event{Kind: KindObserved, Run: runID, Step: step, Device: device}, observedBody{
+		Device: device, Capability: capability, Value: rd.Value, Quality: rd.Quality.String(), At: rd.At, Principal: principal,
+	}, nil)
+	return base
+}
+
+type observedBody struct {
+	Device     string        `json:"device"`
+	Capability string        `json:"capability"`
+	Value      devices.Value `json:"value"`
+	Quality    string        `json:"quality"`
+	At         time.Time     `json:"at"`
+	Principal  string        `json:"principal"`
+}
+
+// driverRead reads with the driver timeout and records the reading.
+func (e *Engine) driverRead(ctx context.Context, d devices.Driver, device, capability string) (devices.Reading, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
+	defer cancel()
+	rd, err := d.Read(ctx, device, capability)
+	if err != nil {
+		return devices.Reading{}, err
+	}
+	if rd.At.IsZero() {
+		rd.At = e.now()
+	}
+	if rd.Quality == 0 {
+		rd.Quality = devices.QualityGood
+	}
+	e.facts.put(ref(device, capability), rd)
+	return rd, nil
+}
+
+// refresh refreshes the registry and journals devices that came or went.
+func (e *Engine) refresh(ctx context.Context) {
+	for _, ch := range e.reg.Refresh() {
+		kind := KindDeviceOffline
+		if ch.Online {
+			kind = KindDeviceOnline
+		} else {
+			e.facts.markDevice(ch.Device)
+		}
+		_, _ = e.commit(ctx, Sync, Event{Kind: kind, Device: ch.Device}, map[string]string{"device": ch.Device}, nil)
+		e.log.Info("device "+map[bool]string{true: "online", false: "offline"}[ch.Online], "device_id", ch.Device)
+	}
+}
+
+// resolve finds the device and capability of a step, or a Failed observation.
+func (e *Engine) resolve(ctx context.Context, base Observation) (devices.Entry, *devices.Capability, Observation, bool) {
+	ent, ok := e.reg.Lookup(base.Device)
+	if !ok {
+		return ent, nil, e.failed(ctx, base, "device "+base.Device+" is not online"), false
+	}
+	c, ok := ent.Device.Capability(base.Capability)
+	if !ok {
+		return ent, nil, e.failed(ctx, base, "device "+base.Device+" has no capability "+base.Capability), false
+	}
+	return ent, c, Observation{}, true
+}
+
+func (e *Engine) failed(ctx context.Context, base Observation, why string) Observation {
+	base.Kind, base.Why = Failed, why
+	_, _ = e.commit(ctx, Async, Event{Kind: KindFailed, Run: base.Run, Step: base.Step, Device: base.Device},
+		map[string]any{"device": base.Device, "capability": base.Capability, "error": why}, nil)
+	return base
+}
+
+func (e *Engine) refused(ctx context.Context, base Observation, v governance.Verdict) Observation {
+	base.Kind, base.Why, base.Stage, base.Mode, base.Rule = Refused, v.Why, v.Stage.String(), v.Mode, v.Rule
+	_, _ = e.commit(ctx, Async, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, refusedBody{
+		Device: base.Device, Capability: base.Capability, Why: v.Why, Stage: v.Stage.String(), Mode: v.Mode, Rule: v.Rule, Interlock: v.Interlock,
+	}, nil)
+	return base
+}
+
+type refusedBody struct {
+	Device     string         `json:"device,omitempty"`
+	Capability string         `json:"capability,omitempty"`
+	Value      *devices.Value `json:"value,omitempty"`
+	Why        string         `json:"why"`
+	Stage      string         `json:"stage"`
+	Mode       string         `json:"mode,omitempty"`
+	Rule       string         `json:"rule,omitempty"`
+	Interlock  string         `json:"interlock,omitempty"`
+}
+
+// gather brings the readings behind interlocks up to date: a sensor whose
+// cached reading is missing or older than the condition's max_age is read
+// now. With fresh set, every one is read, as at the act.
+func (e *Engine) gather(ctx context.Context, conds []governance.Condition, fresh bool) {
+	now := e.now()
+	for _, c := range conds {
+		if !fresh {
+			if f, ok := e.facts.Fact(c.Sensor); ok && f.Good && now.Sub(f.At) <= maxAge(c) {
+				continue
+			}
+		}
+		dev, capability := splitRef(c.Sensor)
+		ent, ok := e.reg.Lookup(dev)
+		if !ok {
+			e.facts.markBad(c.Sensor)
+			continue
+		}
+		if _, err := e.driverRead(ctx, ent.Driver, dev, capability); err != nil {
+			e.facts.markBad(c.Sensor)
+		}
+	}
+}
+
+func maxAge(c governance.Condition) time.Duration {
+	if c.MaxAge > 0 {
+		return c.MaxAge
+	}
+	return governance.DefaultMaxAge
+}
+
+// digest binds an act: device, capability, value, principal and key.
+func digest(device, capability string, v devices.Value, principal, key string) string {
+	h := sha256.New()
+	for _, s := range []string{device, capability, v.Type.String(), v.String(), principal, key} {
+		h.Write([]byte(strconv.Itoa(len(s))))
+		h.Write([]byte{':'})
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// lockActuator serializes the acts on one actuator, so that judging,
+// acting and reading back see one history. It returns the unlock.
+func (e *Engine) lockActuator(ctx context.Context, target string) (func(), error) {
+	e.mu.Lock()
+	ch, ok := e.actLocks[target]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		e.actLocks[target] = ch
+	}
+	e.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// confirm verifies an actuation as its policy says, within its timeout.
+func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capability, pol *CapPolicy, v devices.Value) (Confirmation, *devices.Value, string) {
+	if pol == nil || pol.Confirm == nil {
+		return NotChecked, nil, "no confirmation configured"
+	}
+	cf := pol.Confirm
+	within := cf.Within
+	if within <= 0 {
+		within = 5 * time.Second
+	}
+	deadline := e.now().Add(within)
+	var last *devices.Value
+	var lastErr error
+	for {
+		var got devices.Value
+		var ok bool
+		if cf.ReadBack && c.ReadBack {
+			rd, err := e.driverRead(ctx, ent.Driver, ent.Device.ID, c.Name)
+			if err == nil {
+				got, last, ok = rd.Value, &rd.Value, rd.Value.Equal(v)
+			}
+			lastErr = err
+		} else if cf.Sensor != "" {
+			dev, capability := splitRef(cf.Sensor)
+			if sent, found := e.reg.Lookup(dev); found {
+				rd, err := e.driverRead(ctx, sent.Driver, dev, capability)
+				if err == nil {
+					got = rd.Value
+					last, ok = &got, rd.Quality == devices.QualityGood && cf.Op.Holds(govValue(got), govValue(cf.Value))
+				}
+				lastErr = err
+			} else {
+				lastErr = errors.New(dev + " is not online")
+			}
+		} else {
+			return NotChecked, nil, "no confirmation configured"
+		}
+		if ok {
+			return Confirmed, last, ""
+		}
+		if !e.now().Before(deadline) {
+			break
+		}
+		t := time.NewTimer(min(250*time.Millisecond, deadline.Sub(e.now())))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Unconfirmed, last, "cancelled while confirming"
+		case <-t.C:
+		}
+	}
+	if last == nil {
+		why := "no reading within " + within.String()
+		if lastErr != nil {
+			why += ": " + lastErr.Error()
+		}
+		return Unconfirmed, nil, why
+	}
+	if cf.ReadBack {
+		return Contradicted, last, fmt.Sprintf("read-back is %s after %s, want %s", last, within, v)
+	}
+	return Contradicted, last, fmt.Sprintf("%s is %s after %s, want %s %s", cf.Sensor, last, within, cf.Op, cf.Value)
+}

@@ -1,0 +1,322 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// writeReq is one write step.
+type writeReq struct {
+	run        *run
+	step       int
+	key        string
+	principal  string
+	origin     string
+	reason     string
+	device     string
+	capability string
+	value      devices.Value
+	// resume is the approved approval being carried out, or nil.
+	resume *Approval
+}
+
+// write is the write step. It returns an ApprovalRequest when it parks.
+func (e *Engine) write(ctx context.Context, w *writeReq) Observation {
+	base := Observation{Run: w.run.id(), Step: w.step, Device: w.device, Capability: w.capability}
+	if err := ctx.Err(); err != nil {
+		return e.failed(ctx, base, "cancelled before acting")
+	}
+	e.refresh(ctx)
+	ent, c, obs, ok := e.resolve(ctx, base)
+	if !ok {
+		return obs
+	}
+	if c.Kind != devices.KindActuator {
+		return e.failed(ctx, base, w.capability+" of "+w.device+" is a sensor and cannot be written")
+	}
+	target := ref(w.device, w.capability)
+	unlock, err := e.lockActuator(ctx, target)
+	if err != nil {
+		return e.failed(ctx, base, "cancelled while waiting for "+target)
+	}
+	defer unlock()
+
+	dg := digest(w.device, w.capability, w.value, w.principal, w.key)
+	if prev, found, err := e.j.Attempt(ctx, w.key); err != nil {
+		return e.failed(ctx, base, "not acting: the journal cannot be read: "+err.Error())
+	} else if found {
+		return e.replay(ctx, base, prev, dg)
+	}
+	pol := e.policies[target]
+	env := governance.Envelope{Type: governance.ValueType(c.Type)}
+	var conds []governance.Condition
+	if pol != nil {
+		if pol.Envelope != nil {
+			env = *pol.Envelope
+			env.Type = governance.ValueType(c.Type)
+		}
+		conds = pol.Interlocks
+	}
+	if c.Type == devices.TypeEnum && len(env.Allowed) == 0 {
+		for _, s := range c.Enum {
+			env.Allowed = append(env.Allowed, governance.Enum(s))
+		}
+	}
+	req := governance.Request{
+		Principal: w.principal, Device: w.device, Capability: w.capability, Write: true,
+		Profile: Profile(&ent.Device, c, pol), Value: govValue(w.value), Envelope: &env,
+		Interlocks: conds, Facts: &e.facts,
+	}
+	current, _ := e.facts.get(target)
+	if w.resume == nil {
+		if id, busy := e.pendingFor(target); busy {
+			return e.refused(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+				Why: target + " already has a pending approval " + id + "; answer it first"})
+		}
+		e.gather(ctx, conds, false)
+		req.Mode, req.Now, req.History = e.currentMode(ctx), e.now(), e.history(target, current.Value)
+		v := governance.Judge(&req, e.policy.Load())
+		switch v.Outcome {
+		case governance.Ask:
+			return e.park(ctx, w, base, v, current)
+		case governance.Allow:
+		default:
+			return e.refusedWrite(ctx, base, v, w.value)
+		}
+	} else {
+		// Select before operate: the world may have changed while a person
+		// thought. Read the interlocks afresh and re-check what the approval
+		// cannot vouch for.
+		e.gather(ctx, conds, true)
+	}
+	req.AtAct = true
+	req.Mode, req.Now, req.History = e.currentMode(ctx), e.now(), e.history(target, current.Value)
+	if v := governance.Judge(&req, e.policy.Load()); v.Outcome != governance.Allow {
+		v.Why = "at the act: " + v.Why
+		return e.refusedWrite(ctx, base, v, w.value)
+	}
+	if why := w.run.leaseLeft(e.now(), true); why != "" {
+		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: "lease exhausted: " + why}, w.value)
+	}
+	authz := "verdict:" + e.currentMode(ctx)
+	if w.resume != nil {
+		if why := e.useAuthorization(w.resume, dg); why != "" {
+			return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: why}, w.value)
+		}
+		authz = w.resume.Authorization.ID
+	}
+	return e.act(ctx, w, base, ent, c, pol, dg, authz)
+}
+
+// act carries an authorized write through the attempt's states. The
+// executing record is durable before the driver is called.
+func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent devices.Entry, c *devices.Capability,
+	pol *CapPolicy, dg, authz string) Observation {
+	a := Attempt{Key: w.key, ID: newID("act"), Run: base.Run, Step: w.step, Device: w.device, Capability: w.capability,
+		Value: w.value, Principal: w.principal, Digest: dg, State: AttemptStaged, Updated: e.now()}
+	step := func(state AttemptState, d Durability, kind Kind, body any) error {
+		a.State, a.Updated = state, e.now()
+		rec := a
+		_, err := e.commit(ctx, d, Event{Kind: kind, Run: base.Run, Step: w.step, Device: w.device}, body,
+			func(en *Entry) { en.Attempt = &rec })
+		return err
+	}
+	if err := step(AttemptStaged, Async, KindInvoked, attemptBody(&a)); err != nil {
+		return e.failedQuiet(base, "not acting: "+err.Error())
+	}
+	a.Authorization = authz
+	if w.resume != nil {
+		// The authorized record consumes the approval's authorization in the
+		// same commit.
+		used := *w.resume
+		a.State, a.Updated = AttemptAuthorized, e.now()
+		rec := a
+		if _, err := e.commit(ctx, Async, Event{Kind: KindInvoked, Run: base.Run, Step: w.step, Device: w.device}, attemptBody(&a),
+			func(en *Entry) { en.Attempt = &rec; en.Approval = &used }); err != nil {
+			return e.failedQuiet(base, "not acting: "+err.Error())
+		}
+	} else if err := step(AttemptAuthorized, Async, KindInvoked, attemptBody(&a)); err != nil {
+		return e.failedQuiet(base, "not acting: "+err.Error())
+	}
+	if err := step(AttemptExecuting, Sync, KindInvoked, attemptBody(&a)); err != nil {
+		return e.failedQuiet(base, "not acting: the intent could not be journaled: "+err.Error())
+	}
+	w.run.charge(true)
+	dctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
+	err := ent.Driver.Write(dctx, w.device, w.capability, w.value)
+	cancel()
+	target := ref(w.device, w.capability)
+	rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value, Driver: "ok"}
+	if err != nil {
+		rc.Driver, rc.Confirmation, rc.At = err.Error(), NotChecked, e.now()
+		a.Receipt, a.Why = rc, err.Error()
+		_ = step(AttemptFailed, Sync, KindFailed, map[string]any{"device": w.device, "capability": w.capability, "error": err.Error(), "receipt": rc})
+		base.Kind, base.Why, base.Receipt = Failed, "the driver failed: "+err.Error(), rc
+		return base
+	}
+	e.recordChange(target)
+	rc.Confirmation, rc.Observed, rc.Detail = e.confirm(ctx, ent, c, pol, w.value)
+	rc.At = e.now()
+	a.Receipt = rc
+	if err := step(AttemptReceipt, Sync, KindActed, rc); err != nil {
+		base.Kind, base.Why, base.Receipt = Failed, "acted, but the receipt could not be journaled: "+err.Error(), rc
+		return base
+	}
+	if rc.Confirmation == Contradicted {
+		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: base.Run, Step: w.step, Device: w.device},
+			map[string]any{"device": w.device, "capability": w.capability, "why": rc.Detail, "attempt": a.ID}, nil)
+		e.log.Warn("actuation contradicted", "device_id", w.device, "capability", w.capability, "detail", rc.Detail)
+	}
+	base.Kind, base.Receipt = Acted, rc
+	return base
+}
+
+func attemptBody(a *Attempt) map[string]any {
+	return map[string]any{"attempt": a.ID, "key": a.Key, "state": a.State, "device": a.Device,
+		"capability": a.Capability, "value": a.Value, "principal": a.Principal, "authorization": a.Authorization}
+}
+
+// failedQuiet is a failure that cannot be journaled (the journal is what failed).
+func (e *Engine) failedQuiet(base Observation, why string) Observation {
+	base.Kind, base.Why = Failed, why
+	e.log.Error("actuation not carried out", "device_id", base.Device, "capability", base.Capability, "why", why)
+	return base
+}
+
+func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governance.Verdict, value devices.Value) Observation {
+	if v.Outcome == 0 {
+		v.Outcome = governance.Refuse
+	}
+	base.Kind, base.Why, base.Stage, base.Mode, base.Rule = Refused, v.Why, v.Stage.String(), v.Mode, v.Rule
+	_, _ = e.commit(ctx, Async, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, refusedBody{
+		Device: base.Device, Capability: base.Capability, Value: &value, Why: v.Why, Stage: v.Stage.String(),
+		Mode: v.Mode, Rule: v.Rule, Interlock: v.Interlock,
+	}, nil)
+	return base
+}
+
+// replay answers a repeated request with its first outcome, acting nothing.
+func (e *Engine) replay(ctx context.Context, base Observation, prev Attempt, dg string) Observation {
+	if prev.Digest != dg {
+		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse,
+			Why: "idempotency key " + prev.Key + " was already used for a different act"}, prev.Value)
+	}
+	base.Replayed = true
+	switch prev.State {
+	case AttemptReceipt, AttemptReconciled:
+		base.Kind, base.Receipt = Acted, prev.Receipt
+	case AttemptRefused:
+		base.Kind, base.Why = Refused, prev.Why
+	default:
+		base.Kind, base.Receipt = Failed, prev.Receipt
+		base.Why = "the first attempt " + prev.ID + " is " + string(prev.State) + "; it is not repeated"
+		if prev.Why != "" {
+			base.Why += ": " + prev.Why
+		}
+	}
+	return base
+}
+
+// history returns the change history of target for the envelope.
+func (e *Engine) history(target string, current devices.Value) governance.History {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.changes[target]
+	if !ok {
+		h := governance.History{}
+		if !current.IsZero() {
+			h.Current = govValue(current)
+		}
+		return h
+	}
+	return ch.history(current, e.now())
+}
+
+func (e *Engine) recordChange(target string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.changes[target]
+	if !ok {
+		ch = &changes{}
+		e.changes[target] = ch
+	}
+	ch.record(e.now())
+}
+
+// pendingFor returns the pending approval of target, if there is one.
+func (e *Engine) pendingFor(target string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id, ok := e.byTarget[target]
+	return id, ok
+}
+
+// park records an approval request for a write and parks its run.
+func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v governance.Verdict, current devices.Reading) Observation {
+	now := e.now()
+	mode := e.modeByName(v.Mode)
+	ap := Approval{
+		ID: newID("apr"), Run: base.Run, Step: w.step, Key: w.key, Kind: "actuation",
+		Device: w.device, Capability: w.capability, Value: w.value,
+		Principal: w.principal, Origin: w.origin, Reason: w.reason,
+		Why: v.Why, Stage: v.Stage.String(), Field: v.Field.String(), Mode: v.Mode,
+		Required: max(1, mode.ApprovalsRequired), RequestedAt: now, Expires: now.Add(e.opts.ApprovalTimeout),
+		Status: ApprovalPending,
+	}
+	if !current.Value.IsZero() {
+		cv := current.Value
+		ap.Current = &cv
+	}
+	if pol := e.policies[ref(w.device, w.capability)]; pol != nil {
+		for _, c := range pol.Interlocks {
+			ap.Interlocks = append(ap.Interlocks, c.String())
+		}
+	}
+	p := &pending{rec: ap, decided: make(chan struct{})}
+	e.mu.Lock()
+	target := ref(w.device, w.capability)
+	if id, busy := e.byTarget[target]; busy {
+		e.mu.Unlock()
+		return e.refused(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: target + " already has a pending approval " + id})
+	}
+	e.approvals[ap.ID] = p
+	e.byTarget[target] = ap.ID
+	e.mu.Unlock()
+	rr := w.run.park(now, ap.ID)
+	rec := ap
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested, Run: base.Run, Step: w.step, Device: w.device}, &rec,
+		func(en *Entry) { en.Approval = &rec; en.Run = rr }); err != nil {
+		e.mu.Lock()
+		delete(e.approvals, ap.ID)
+		delete(e.byTarget, target)
+		e.mu.Unlock()
+		return e.failedQuiet(base, "not asking: the request could not be journaled: "+err.Error())
+	}
+	e.log.Info("approval requested", "approval", ap.ID, "device_id", w.device, "capability", w.capability,
+		"value", w.value.String(), "principal", w.principal, "why", v.Why)
+	base.Kind, base.Why, base.Stage, base.Mode = ApprovalRequest, v.Why, v.Stage.String(), v.Mode
+	base.Approval = &rec
+	return base
+}
+
+// useAuthorization consumes the single-use authorization of an approval,
+// or says why it cannot.
+func (e *Engine) useAuthorization(ap *Approval, dg string) string {
+	az := ap.Authorization
+	switch {
+	case az == nil:
+		return "approval " + ap.ID + " issued no authorization"
+	case az.Used:
+		return "the authorization of approval " + ap.ID + " was already used"
+	case az.Digest != dg:
+		return "the authorization of approval " + ap.ID + " is for a different act"
+	case e.now().After(az.ValidUntil):
+		return "the authorization of approval " + ap.ID + " lapsed at " + az.ValidUntil.Format(time.RFC3339) +
+			" (operate_within " + e.opts.OperateWithin.String() + ")"
+	}
+	az.Used = true
+	return ""
+}
