@@ -19,7 +19,7 @@ func (d *listDriver) Devices() []Device {
 	return slices.Clone(d.devs)
 }
 func (d *listDriver) Read(context.Context, string, string) (Reading, error) { return Reading{}, nil }
-func (d *listDriver) Write(context.Context, string, string, Value) error     { return nil }
+func (d *listDriver) Write(context.Context, string, string, Value) error    { return nil }
 func (d *listDriver) Close() error                                          { return nil }
 func (d *listDriver) set(ids ...string) {
 	d.mu.Lock()

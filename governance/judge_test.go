@@ -274,7 +274,7 @@ func TestConfiguredModes(t *testing.T) {
 	}{
 		{"unknown base", func() Mode { m := night; m.Base = "turbo"; return m }, `mode night names base "turbo", which is not a shipped mode (observe, supervised, interlocked, maintenance)`},
 		{"shipped name", func() Mode { m := night; m.Name = ModeSupervised; return m }, "mode supervised is a shipped mode and cannot be redefined"},
-		{"never asks", func() Mode { m := night; m.AskAbove = nil; return m }, "mode night does not narrow its base interlocked: it never asks, but interlocked does"},
+		{"never asks", func() Mode { m := night; m.AskAbove = nil; return m }, "mode night does not narrow its base interlocked: it never asks, so it runs without asking what interlocked asks about (reaches)"},
 		{"wider ask line", func() Mode {
 			m := night
 			wide := Worst()
@@ -287,6 +287,9 @@ func TestConfiguredModes(t *testing.T) {
 			return m
 		}, "mode night does not narrow its base observe: its ceiling is wider than observe's in writes"},
 		{"three approvals", func() Mode { m := night; m.ApprovalsRequired = 3; return m }, "mode night requires 3 approvals (want 1 or 2)"},
+		{"observe-like without an ask line is fine", func() Mode {
+			return Mode{Name: "quiet", Base: ModeSupervised, Ceiling: readsOnly(), ApprovalsRequired: 1}
+		}, ""},
 		{"longer than maintenance", func() Mode {
 			return Mode{Name: "long", Base: ModeMaintenance, Ceiling: Worst(), ApprovalsRequired: 1, MaxDuration: 2 * time.Hour}
 		}, "mode long does not narrow its base maintenance: it may last longer than maintenance's max_duration 1h0m0s"},
@@ -294,6 +297,12 @@ func TestConfiguredModes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckConfigured(tc.mode())
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("CheckConfigured = %v, want nil", err)
+				}
+				return
+			}
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("CheckConfigured = %v, want %q", err, tc.want)
 			}

@@ -64,23 +64,30 @@ func ShippedModes() map[string]Mode {
 }
 
 // Narrower reports whether m is at most as permissive as o: its ceiling
-// narrows o's, its ask line narrows o's (a mode that never asks is wider
-// than one that does), it requires at least as many approvals, and it lasts
-// no longer. Widens names the first way m is wider than o.
+// narrows o's, what it runs without asking narrows what o runs without
+// asking, it requires at least as many approvals, and it lasts no longer.
 func (m Mode) Narrower(o Mode) bool { return m.Widens(o) == "" }
+
+// runsUnasked is the widest profile the mode runs without asking: inside
+// both its ceiling and its ask line; a mode that never asks runs everything
+// under its ceiling.
+func (m Mode) runsUnasked() EffectProfile {
+	if m.AskAbove == nil {
+		return m.Ceiling
+	}
+	return m.AskAbove.Meet(m.Ceiling)
+}
 
 // Widens names the first way m is wider than o, or returns "".
 func (m Mode) Widens(o Mode) string {
 	if f := m.Ceiling.crossed(o.Ceiling); f != fieldNone {
 		return "its ceiling is wider than " + o.Name + "'s in " + f.String()
 	}
-	if o.AskAbove != nil {
+	if f := m.runsUnasked().crossed(o.runsUnasked()); f != fieldNone {
 		if m.AskAbove == nil {
-			return "it never asks, but " + o.Name + " does"
+			return "it never asks, so it runs without asking what " + o.Name + " asks about (" + f.String() + ")"
 		}
-		if f := m.AskAbove.crossed(*o.AskAbove); f != fieldNone {
-			return "its ask line is wider than " + o.Name + "'s in " + f.String()
-		}
+		return "its ask line is wider than " + o.Name + "'s in " + f.String()
 	}
 	if m.ApprovalsRequired < o.ApprovalsRequired {
 		return "it requires " + strconv.Itoa(m.ApprovalsRequired) + " approvals, " + o.Name + " requires " + strconv.Itoa(o.ApprovalsRequired)

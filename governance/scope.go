@@ -251,4 +251,3 @@ func normalize(everything bool, paths, trees []Scope) ScopeSet {
 	}
 	return out
 }
-

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -74,17 +75,17 @@ var (
 // goroutine of every run it starts, and those of pollers and schedules
 // started by Run; Close (or the end of Run) cancels them and waits.
 type Engine struct {
-	reg      *devices.Registry
-	j        Journal
-	now      func() time.Time
-	log      *slog.Logger
-	policies map[string]*CapPolicy
-	plans    map[string]*Plan
-	modes    map[string]governance.Mode
-	opts     Options
-	facts    facts
-	bus      bus
-	policy   atomic.Pointer[governance.Policy]
+	reg       *devices.Registry
+	j         Journal
+	now       func() time.Time
+	log       *slog.Logger
+	policies  map[string]*CapPolicy
+	plans     map[string]*Plan
+	modes     map[string]governance.Mode
+	opts      Options
+	facts     facts
+	bus       bus
+	policy    atomic.Pointer[governance.Policy]
 	unhealthy atomic.Pointer[string]
 
 	life context.Context
@@ -307,11 +308,13 @@ func (e *Engine) Healthy() error {
 // A journal error makes the engine unhealthy.
 func (e *Engine) commit(ctx context.Context, d Durability, ev Event, body any, with func(*Entry)) (Event, error) {
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // bodies are read by people and machines, not browsers
+		if err := enc.Encode(body); err != nil {
 			return Event{}, fmt.Errorf("encoding %s event: %w", ev.Kind, err)
 		}
-		ev.Body = b
+		ev.Body = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	if ev.At.IsZero() {
 		ev.At = e.now()

@@ -99,7 +99,9 @@ func (e *Engine) write(ctx context.Context, w *writeReq) Observation {
 		return e.refusedWrite(ctx, base, v, w.value)
 	}
 	if why := w.run.leaseLeft(e.now(), true); why != "" {
-		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: "lease exhausted: " + why}, w.value)
+		o := e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: "lease exhausted: " + why}, w.value)
+		o.Stage = "lease"
+		return o
 	}
 	authz := "verdict:" + e.currentMode(ctx)
 	if w.resume != nil {

@@ -187,6 +187,15 @@ func (g *Greenhouse) SetFault(device string, f Fault) {
 	}
 }
 
+// Adjust changes the physical state by hand, as a person on site would
+// (draining the tank, switching a pump at its local panel).
+func (g *Greenhouse) Adjust(fn func(*State)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.advanceLocked(g.now())
+	fn(&g.st)
+}
+
 // Count returns how many times op ("read" or "write") reached the driver
 // for device.capability, including failed calls.
 func (g *Greenhouse) Count(op, device, capability string) int {
