@@ -122,7 +122,6 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 			e.applyModeLocked(ctx, rec.Mode, a.By, "approved "+id)
 		}
 	}
-	e.log.Info("approval answered", "approval", id, "decision", string(a.Decision), "by", a.By, "status", string(status))
 	return rec, nil
 }
 
@@ -283,7 +282,6 @@ func (e *Engine) applyModeLocked(ctx context.Context, name, by, reason string) {
 		}
 	}
 	e.mode = next
-	e.log.Info("mode changed", "from", from, "to", name, "by", by, "reason", reason)
 }
 
 // Modes returns every known mode, sorted by name.

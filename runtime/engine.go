@@ -218,6 +218,7 @@ func (e *Engine) restore(ctx context.Context) error {
 // Run polls sensors and starts scheduled plans until ctx is done, then stops
 // the engine: it cancels every run and waits for their goroutines.
 func (e *Engine) Run(ctx context.Context) error {
+	e.refresh(ctx)
 	var wg sync.WaitGroup
 	for _, d := range e.reg.Devices() {
 		for _, c := range d.Capabilities {

@@ -65,7 +65,6 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 	}, func(en *Entry) { en.Run = &final })
 	r.ensureFirst(Observation{Kind: Failed, Run: final.ID, Why: "run ended before its first step: " + why})
 	e.forgetRun(r)
-	e.log.Info("run ended", "run", final.ID, "plan", final.Plan, "end", string(final.End), "why", final.Why)
 }
 
 // forgetRun drops ended runs beyond the newest 1000, so memory stays bounded.

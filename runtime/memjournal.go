@@ -57,7 +57,8 @@ func (j *MemJournal) Commit(_ context.Context, e Entry) (Event, error) {
 		max = 100_000
 	}
 	if len(j.events) >= max {
-		j.events = slices.Delete(j.events, 0, len(j.events)-max+1)
+		// Drop a tenth at once so that pruning stays cheap per commit.
+		j.events = slices.Delete(j.events, 0, len(j.events)-max+max/10+1)
 	}
 	j.events = append(j.events, ev)
 	if e.Attempt != nil {

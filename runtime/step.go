@@ -136,7 +136,6 @@ func (e *Engine) refresh(ctx context.Context) {
 			e.facts.markDevice(ch.Device)
 		}
 		_, _ = e.commit(ctx, Sync, Event{Kind: kind, Device: ch.Device}, map[string]string{"device": ch.Device}, nil)
-		e.log.Info("device "+map[bool]string{true: "online", false: "offline"}[ch.Online], "device_id", ch.Device)
 	}
 }
 

@@ -297,8 +297,6 @@ func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v gove
 		e.mu.Unlock()
 		return e.failedQuiet(base, "not asking: the request could not be journaled: "+err.Error())
 	}
-	e.log.Info("approval requested", "approval", ap.ID, "device_id", w.device, "capability", w.capability,
-		"value", w.value.String(), "principal", w.principal, "why", v.Why)
 	base.Kind, base.Why, base.Stage, base.Mode = ApprovalRequest, v.Why, v.Stage.String(), v.Mode
 	base.Approval = &rec
 	return base

@@ -105,6 +105,22 @@ type Greenhouse struct {
 	written map[string][]devices.Value
 }
 
+// Check reports whether d fits an element of the greenhouse: its address
+// names one, and its capabilities are the one that element offers.
+func Check(d devices.Device) error {
+	el, ok := elements[d.Address]
+	if !ok {
+		return errors.New("sim device " + d.ID + ": unknown address \"" + d.Address + "\" (want tank, flow, air, pump, valve or heater)")
+	}
+	for _, c := range d.Capabilities {
+		if c.Name != el.capability || c.Kind != el.kind || c.Type != el.typ {
+			return errors.New("sim device " + d.ID + " (" + d.Address + "): capability " + c.Name +
+				" does not fit; the " + d.Address + " offers " + el.capability + ", a " + el.typ.String() + " " + el.kind.String())
+		}
+	}
+	return nil
+}
+
 // New checks the devices against the greenhouse's elements and returns the
 // driver. It names the first device that does not fit.
 func New(opts Options) (*Greenhouse, error) {
@@ -124,18 +140,11 @@ func New(opts Options) (*Greenhouse, error) {
 		g.st = *opts.Initial
 	}
 	for i, d := range opts.Devices {
-		el, ok := elements[d.Address]
-		if !ok {
-			return nil, errors.New("sim device " + d.ID + ": unknown address \"" + d.Address + "\" (want tank, flow, air, pump, valve or heater)")
+		if err := Check(d); err != nil {
+			return nil, err
 		}
 		if _, dup := g.byID[d.ID]; dup {
 			return nil, errors.New("sim device " + d.ID + " is configured twice")
-		}
-		for _, c := range d.Capabilities {
-			if c.Name != el.capability || c.Kind != el.kind || c.Type != el.typ {
-				return nil, errors.New("sim device " + d.ID + " (" + d.Address + "): capability " + c.Name +
-					" does not fit; the " + d.Address + " offers " + el.capability + ", a " + el.typ.String() + " " + el.kind.String())
-			}
 		}
 		g.byID[d.ID] = i
 		g.devs = append(g.devs, d)

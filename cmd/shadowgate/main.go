@@ -1,0 +1,139 @@
+// Command shadowgate is the governed edge gateway.
+//
+//	shadowgate serve [--config F | --demo]   run the gateway
+//	shadowgate check --config F              check a configuration
+//	shadowgate version                       print the version
+//
+// Exit codes: 0 ok, 1 usage, 2 configuration, 3 refused, 4 timeout,
+// 5 unavailable.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/shadowgate/shadowgate/examples"
+	"github.com/shadowgate/shadowgate/gateway"
+)
+
+// Exit codes, as the README and the unit file list them.
+const (
+	exitOK            = 0
+	exitUsage         = 1
+	exitConfiguration = 2
+	exitRefused       = 3
+	exitTimeout       = 4
+	exitUnavailable   = 5
+)
+
+// version is stamped by the Makefile from git describe.
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: shadowgate <command> [flags]
+
+commands:
+  serve [--config F | --demo] [--log-level L]   run the gateway
+  check --config F                              check a configuration and exit
+  version                                       print the version
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "shadowgate", version)
+		return exitOK
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "shadowgate: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+func load(configPath string, demo bool) (*gateway.Built, error) {
+	if demo {
+		return gateway.Load("examples/demo.yaml (embedded)", examples.Demo)
+	}
+	return gateway.LoadFile(configPath)
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "configuration file")
+	demo := fs.Bool("demo", false, "run the embedded demo greenhouse on simulated devices")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if (*configPath == "") == !*demo || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "shadowgate serve: give exactly one of --config F or --demo")
+		return exitUsage
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "shadowgate serve: --log-level %q: want debug, info, warn or error\n", *level)
+		return exitUsage
+	}
+	cfg, err := load(*configPath, *demo)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitConfiguration
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *demo {
+		fmt.Fprintf(stderr, "shadowgate %s: demo greenhouse on simulated devices, mode %s; every write asks a person.\n"+
+			"The plan irrigate runs every minute and its writes wait for approval; stop with Ctrl-C.\n", version, cfg.Mode)
+	}
+	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: *demo, Logger: log}); err != nil {
+		log.Error("gateway failed", "error", err)
+		return exitUnavailable
+	}
+	return exitOK
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *configPath == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "shadowgate check: give --config F")
+		return exitUsage
+	}
+	cfg, err := gateway.LoadFile(*configPath)
+	if err != nil {
+		var ce *gateway.ConfigError
+		if errors.As(err, &ce) || !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintln(stderr, err)
+			return exitConfiguration
+		}
+		fmt.Fprintln(stderr, err)
+		return exitConfiguration
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d devices, %d plans, mode %s)\n", cfg.File, len(cfg.Devices), len(cfg.Plans), cfg.Mode)
+	return exitOK
+}

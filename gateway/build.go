@@ -1,0 +1,574 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// Built is a checked configuration, ready to wire.
+type Built struct {
+	File            string
+	GatewayID       string
+	StateDir        string
+	Drivers         []DriverConfig
+	Devices         []devices.Device
+	Policies        map[string]runtime.CapPolicy
+	Modes           []governance.Mode
+	Mode            string
+	Rules           []governance.Rule
+	Plans           []runtime.Plan
+	OperateWithin   time.Duration
+	ApprovalTimeout time.Duration
+	MaxRuleTTL      time.Duration
+	CommandLease    runtime.Lease
+}
+
+// Driver types this build knows.
+var driverTypes = map[string]bool{"sim": true}
+
+var plainNumber = regexp.MustCompile(`^-?[0-9][0-9.]*([eE][-+]?[0-9]+)?$`)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// checker turns a Config into a Built, collecting errors with lines.
+type checker struct {
+	file string
+	root *yaml.Node
+	errs []error
+	caps map[string]devices.Capability // "device.capability"
+}
+
+// path is a place in the document: keys and indices.
+type path []any
+
+func (p path) String() string {
+	var b strings.Builder
+	for _, el := range p {
+		switch v := el.(type) {
+		case int:
+			b.WriteString("[" + strconv.Itoa(v) + "]")
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+func (p path) with(el ...any) path { return append(append(path{}, p...), el...) }
+
+// line finds the line of the node at p, or of its deepest ancestor present.
+func (c *checker) line(p path) int {
+	n := c.root
+	line := n.Line
+	for _, el := range p {
+		var next *yaml.Node
+		switch v := el.(type) {
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == v {
+						next = n.Content[i+1]
+						if next.Line == 0 {
+							next = n.Content[i]
+						}
+						break
+					}
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && v < len(n.Content) {
+				next = n.Content[v]
+			}
+		}
+		if next == nil {
+			break
+		}
+		n, line = next, next.Line
+	}
+	return line
+}
+
+func (c *checker) errf(p path, format string, args ...any) {
+	c.errs = append(c.errs, &ConfigError{File: c.file, Line: c.line(p), Path: p.String(), Msg: fmt.Sprintf(format, args...)})
+}
+
+// duration parses an optional duration; empty gives def.
+func (c *checker) duration(p path, s string, def time.Duration) time.Duration {
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		c.errf(p, "%q is not a positive duration (write it like 30s, 5m or 2h)", s)
+		return def
+	}
+	return d
+}
+
+// value parses a YAML scalar as a value of type t, as strictly as JSON.
+func (c *checker) value(p path, n *yaml.Node, t devices.Type, enum []string) (devices.Value, bool) {
+	if n == nil || n.Kind == 0 {
+		c.errf(p, "a %s value is required", t)
+		return devices.Value{}, false
+	}
+	if n.Kind != yaml.ScalarNode {
+		c.errf(p, "want a %s, got a YAML collection", t)
+		return devices.Value{}, false
+	}
+	var raw []byte
+	switch n.ShortTag() {
+	case "!!bool", "!!int", "!!float":
+		raw = []byte(strings.ToLower(n.Value))
+		if n.ShortTag() == "!!bool" && raw[0] != 't' && raw[0] != 'f' {
+			raw = []byte(n.Value) // yes/no/on/off are not bools here
+		}
+	case "!!null":
+		raw = []byte("null")
+	default:
+		raw, _ = json.Marshal(n.Value)
+		if n.Style == 0 && plainNumber.MatchString(n.Value) {
+			raw = []byte(n.Value) // YAML calls 1e400 a string; it was written as a number
+		}
+	}
+	v, err := devices.ParseValue(t, raw, enum)
+	if err != nil {
+		c.errf(p, "%v", err)
+		return devices.Value{}, false
+	}
+	return v, true
+}
+
+func toGov(v devices.Value) governance.Value {
+	return governance.Value{Type: governance.ValueType(v.Type), Bool: v.Bool, Num: v.Num, Text: v.Text}
+}
+
+// build checks cfg and returns what it describes.
+func (c *checker) build(cfg *Config) *Built {
+	b := &Built{File: c.file, GatewayID: cfg.Gateway.ID, StateDir: cfg.Gateway.StateDir, Policies: map[string]runtime.CapPolicy{}}
+	if b.GatewayID == "" {
+		b.GatewayID = "shadowgate"
+	} else if !namePattern.MatchString(b.GatewayID) {
+		c.errf(path{"gateway", "id"}, "%q is not a valid id (letters, digits, '-' and '_', at most 64)", b.GatewayID)
+	}
+	if b.StateDir == "" {
+		b.StateDir = "/var/lib/shadowgate"
+	}
+	ap := path{"approvals"}
+	b.ApprovalTimeout = c.duration(ap.with("timeout"), cfg.Approvals.Timeout, 10*time.Minute)
+	b.OperateWithin = c.duration(ap.with("operate_within"), cfg.Approvals.OperateWithin, 15*time.Second)
+	b.MaxRuleTTL = c.duration(ap.with("max_rule_ttl"), cfg.Approvals.MaxRuleTTL, 24*time.Hour)
+	b.CommandLease = c.lease(path{"leases", "command"}, cfg.Leases.Command, runtime.Lease{MaxSteps: 1, MaxActuations: 1, MaxWall: 15 * time.Minute})
+
+	drivers := map[string]bool{}
+	for i, d := range cfg.Drivers {
+		p := path{"drivers", i}
+		switch {
+		case !namePattern.MatchString(d.Name):
+			c.errf(p.with("name"), "%q is not a valid driver name", d.Name)
+		case drivers[d.Name]:
+			c.errf(p.with("name"), "driver %s is defined twice", d.Name)
+		case !driverTypes[d.Type]:
+			c.errf(p.with("type"), "unknown driver type %q (this build has: sim)", d.Type)
+		}
+		drivers[d.Name] = true
+		b.Drivers = append(b.Drivers, d)
+	}
+	if len(cfg.Devices) == 0 {
+		c.errf(path{}, "no devices are configured")
+	}
+	c.caps = map[string]devices.Capability{}
+	for i, dc := range cfg.Devices {
+		d, ok := c.device(path{"devices", i}, dc, drivers, b.Devices)
+		if ok {
+			b.Devices = append(b.Devices, d)
+		}
+		// Known even when the device has errors, so that references to it
+		// do not add errors of their own.
+		for _, cp := range d.Capabilities {
+			c.caps[d.ID+"."+cp.Name] = cp
+		}
+	}
+	for i, dc := range cfg.Devices {
+		for k, cc := range dc.Capabilities {
+			if pol, ok := c.policy(path{"devices", i, "capabilities", k}, dc.ID, cc); ok && pol != nil {
+				b.Policies[dc.ID+"."+cc.Name] = *pol
+			}
+		}
+	}
+	modes := governance.ShippedModes()
+	for i, mc := range cfg.Modes {
+		if m, ok := c.mode(path{"modes", i}, mc, modes); ok {
+			modes[m.Name] = m
+			b.Modes = append(b.Modes, m)
+		}
+	}
+	b.Mode = cfg.Mode
+	if b.Mode == "" {
+		b.Mode = governance.ModeSupervised
+	} else if _, ok := modes[b.Mode]; !ok {
+		c.errf(path{"mode"}, "unknown mode %q", b.Mode)
+	}
+	ids := map[string]bool{}
+	for i, rc := range cfg.Rules {
+		if r, ok := c.rule(path{"rules", i}, rc); ok {
+			if ids[r.ID] {
+				c.errf(path{"rules", i, "id"}, "rule %s is defined twice", r.ID)
+			}
+			ids[r.ID] = true
+			b.Rules = append(b.Rules, r)
+		}
+	}
+	plans := map[string]bool{}
+	for i, pc := range cfg.Plans {
+		p := path{"plans", i}
+		if plans[pc.Name] {
+			c.errf(p.with("name"), "plan %s is defined twice", pc.Name)
+		}
+		plans[pc.Name] = true
+		if pl, ok := c.plan(p, pc); ok {
+			b.Plans = append(b.Plans, pl)
+		}
+	}
+	return b
+}
+
+func (c *checker) lease(p path, lc LeaseConfig, def runtime.Lease) runtime.Lease {
+	l := def
+	if lc.MaxSteps < 0 || lc.MaxActuations < 0 {
+		c.errf(p, "max_steps and max_actuations cannot be negative")
+	}
+	if lc.MaxSteps > 0 {
+		l.MaxSteps = lc.MaxSteps
+	}
+	if lc.MaxActuations > 0 {
+		l.MaxActuations = lc.MaxActuations
+	}
+	l.MaxWall = c.duration(p.with("max_wall"), lc.MaxWall, def.MaxWall)
+	return l
+}
+
+func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, seen []devices.Device) (devices.Device, bool) {
+	d := devices.Device{ID: dc.ID, Area: dc.Area, Driver: dc.Driver, Address: dc.Address}
+	n := len(c.errs)
+	if !namePattern.MatchString(dc.ID) {
+		c.errf(p.with("id"), "%q is not a valid device id (letters, digits, '-' and '_', at most 64)", dc.ID)
+	}
+	for _, s := range seen {
+		if s.ID == dc.ID {
+			c.errf(p.with("id"), "device %s is defined twice", dc.ID)
+		}
+	}
+	if dc.Area != "" {
+		if _, err := governance.ParseScope(dc.Area); err != nil {
+			c.errf(p.with("area"), "%v", err)
+		}
+	}
+	if !drivers[dc.Driver] {
+		c.errf(p.with("driver"), "unknown driver %q; define it under drivers", dc.Driver)
+	}
+	if dc.Address == "" {
+		c.errf(p.with("address"), "an address is required")
+	}
+	if len(dc.Capabilities) == 0 {
+		c.errf(p.with("capabilities"), "device %s has no capabilities", dc.ID)
+	}
+	for k, cc := range dc.Capabilities {
+		cp := p.with("capabilities", k)
+		capa := devices.Capability{Name: cc.Name, Unit: cc.Unit, Enum: cc.Enum, ReadBack: cc.ReadBack}
+		if !namePattern.MatchString(cc.Name) {
+			c.errf(cp.with("name"), "%q is not a valid capability name", cc.Name)
+		}
+		for _, o := range d.Capabilities {
+			if o.Name == cc.Name {
+				c.errf(cp.with("name"), "capability %s is defined twice", cc.Name)
+			}
+		}
+		var err error
+		if capa.Kind, err = devices.ParseKind(cc.Kind); err != nil {
+			c.errf(cp.with("kind"), "%v", err)
+		}
+		if capa.Type, err = devices.ParseType(cc.Type); err != nil {
+			c.errf(cp.with("type"), "%v", err)
+		}
+		if (capa.Type == devices.TypeEnum) != (len(cc.Enum) > 0) {
+			c.errf(cp.with("enum"), "an enum capability lists its values under enum, and only an enum does")
+		}
+		if cc.Poll != "" {
+			if capa.Kind != devices.KindSensor {
+				c.errf(cp.with("poll"), "only a sensor is polled")
+			}
+			capa.Poll = c.duration(cp.with("poll"), cc.Poll, 0)
+			if capa.Poll > 0 && capa.Poll < 100*time.Millisecond {
+				c.errf(cp.with("poll"), "poll %s is faster than 100ms", capa.Poll)
+			}
+		}
+		if capa.Kind == devices.KindSensor && (cc.Effects != nil || cc.Envelope != nil || len(cc.Interlocks) > 0 || cc.Confirm != nil || cc.Safe.Kind != 0) {
+			c.errf(cp, "a sensor has no effects, envelope, interlocks, confirm or safe value")
+		}
+		d.Capabilities = append(d.Capabilities, capa)
+	}
+	if len(c.errs) == n && dc.Driver != "" {
+		if err := sim.Check(d); err != nil {
+			c.errf(p.with("address"), "%v", err)
+		}
+	}
+	return d, len(c.errs) == n
+}
+
+// condition parses an interlock, confirmation or expectation.
+func (c *checker) condition(p path, sensor, op string, value *yaml.Node) (governance.Op, devices.Value, bool) {
+	capa, ok := c.caps[sensor]
+	if !ok {
+		c.errf(p.with("sensor"), "unknown reading %q (write device.capability)", sensor)
+		return "", devices.Value{}, false
+	}
+	if !capa.Readable() {
+		c.errf(p.with("sensor"), "%s cannot be read", sensor)
+		return "", devices.Value{}, false
+	}
+	o, err := governance.ParseOp(op)
+	if err != nil {
+		c.errf(p.with("op"), "%v", err)
+		return "", devices.Value{}, false
+	}
+	if capa.Type != devices.TypeNumber && o != governance.OpEQ && o != governance.OpNE {
+		c.errf(p.with("op"), "%s is a %s; only == and != compare it", sensor, capa.Type)
+		return "", devices.Value{}, false
+	}
+	v, ok := c.value(p.with("value"), value, capa.Type, capa.Enum)
+	return o, v, ok
+}
+
+func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.CapPolicy, bool) {
+	capa, ok := c.caps[device+"."+cc.Name]
+	if !ok || capa.Kind != devices.KindActuator {
+		return nil, ok
+	}
+	n := len(c.errs)
+	pol := &runtime.CapPolicy{}
+	if e := cc.Effects; e != nil {
+		pol.Effects = &runtime.Declared{Reversible: e.Reversible, Contained: e.Contained, Costs: e.Costs, Reaches: e.Reaches}
+	}
+	if ec := cc.Envelope; ec != nil {
+		ep := p.with("envelope")
+		env := &governance.Envelope{MaxRate: ec.MaxRate, Step: ec.Step}
+		if (ec.Min != nil || ec.Max != nil || ec.Step != 0) && capa.Type != devices.TypeNumber {
+			c.errf(ep, "min, max and step bound numbers; %s is a %s", cc.Name, capa.Type)
+		}
+		if ec.Min != nil {
+			env.Min, env.HasMin = *ec.Min, true
+		}
+		if ec.Max != nil {
+			env.Max, env.HasMax = *ec.Max, true
+		}
+		if env.HasMin && env.HasMax && env.Min > env.Max {
+			c.errf(ep.with("min"), "min %v is above max %v", env.Min, env.Max)
+		}
+		if ec.Step < 0 || ec.MaxRate < 0 {
+			c.errf(ep, "step and max_rate cannot be negative")
+		}
+		for i := range ec.Allowed {
+			if v, ok := c.value(ep.with("allowed", i), &ec.Allowed[i], capa.Type, capa.Enum); ok {
+				env.Allowed = append(env.Allowed, toGov(v))
+			}
+		}
+		env.MinDwell = c.duration(ep.with("min_dwell"), ec.MinDwell, 0)
+		pol.Envelope = env
+	}
+	for i, ic := range cc.Interlocks {
+		ip := p.with("interlocks", i)
+		if op, v, ok := c.condition(ip, ic.Sensor, ic.Op, &ic.Value); ok {
+			pol.Interlocks = append(pol.Interlocks, governance.Condition{Sensor: ic.Sensor, Op: op, Value: toGov(v),
+				MaxAge: c.duration(ip.with("max_age"), ic.MaxAge, governance.DefaultMaxAge)})
+		}
+	}
+	if cf := cc.Confirm; cf != nil {
+		fp := p.with("confirm")
+		conf := &runtime.Confirm{ReadBack: cf.ReadBack, Within: c.duration(fp.with("within"), cf.Within, 5*time.Second)}
+		switch {
+		case cf.ReadBack && cf.Sensor != "":
+			c.errf(fp, "confirm by read_back or by a sensor, not both")
+		case cf.ReadBack && !capa.ReadBack:
+			c.errf(fp.with("read_back"), "%s.%s has no read-back; set read_back on the capability or confirm by a sensor", device, cc.Name)
+		case cf.Sensor != "":
+			if op, v, ok := c.condition(fp, cf.Sensor, cf.Op, &cf.Value); ok {
+				conf.Sensor, conf.Op, conf.Value = cf.Sensor, op, v
+			}
+		case !cf.ReadBack:
+			c.errf(fp, "confirm needs read_back: true or a sensor condition")
+		}
+		pol.Confirm = conf
+	}
+	if cc.Safe.Kind != 0 {
+		if v, ok := c.value(p.with("safe"), &cc.Safe, capa.Type, capa.Enum); ok {
+			pol.Safe = &v
+		}
+	}
+	return pol, len(c.errs) == n
+}
+
+func (c *checker) profile(p path, pc *ProfileConfig) governance.EffectProfile {
+	reads, err := governance.ParseScopeSet(pc.Reads)
+	if err != nil {
+		c.errf(p.with("reads"), "%v", err)
+	}
+	writes, err := governance.ParseScopeSet(pc.Writes)
+	if err != nil {
+		c.errf(p.with("writes"), "%v", err)
+	}
+	return governance.EffectProfile{Reads: reads, Writes: writes, Reaches: pc.Reaches, Reversible: pc.Reversible, Contained: pc.Contained, Costs: pc.Costs}
+}
+
+func (c *checker) mode(p path, mc ModeConfig, known map[string]governance.Mode) (governance.Mode, bool) {
+	n := len(c.errs)
+	base, ok := governance.ShippedModes()[mc.Base]
+	if !ok {
+		c.errf(p.with("base"), "base %q is not a shipped mode (observe, supervised, interlocked, maintenance)", mc.Base)
+		return governance.Mode{}, false
+	}
+	if _, dup := known[mc.Name]; dup {
+		c.errf(p.with("name"), "mode %s is already defined", mc.Name)
+	}
+	if !namePattern.MatchString(mc.Name) {
+		c.errf(p.with("name"), "%q is not a valid mode name", mc.Name)
+	}
+	m := base
+	m.Name, m.Base = mc.Name, mc.Base
+	if mc.Ceiling != nil {
+		m.Ceiling = c.profile(p.with("ceiling"), mc.Ceiling)
+	}
+	if mc.AskAbove != nil {
+		ask := c.profile(p.with("ask_above"), mc.AskAbove)
+		m.AskAbove = &ask
+	}
+	if mc.ApprovalsRequired != 0 {
+		m.ApprovalsRequired = mc.ApprovalsRequired
+	}
+	m.MaxDuration = c.duration(p.with("max_duration"), mc.MaxDuration, base.MaxDuration)
+	if len(c.errs) == n {
+		if err := governance.CheckConfigured(m); err != nil {
+			c.errf(p, "%v", err)
+		}
+	}
+	return m, len(c.errs) == n
+}
+
+func (c *checker) rule(p path, rc RuleConfig) (governance.Rule, bool) {
+	n := len(c.errs)
+	r := governance.Rule{ID: rc.ID, Principal: rc.Principal, Device: rc.Device, Capability: rc.Capability,
+		Decision: governance.Decision(rc.Decision), Reason: rc.Reason, MadeBy: "configuration"}
+	if r.Principal == "" {
+		c.errf(p.with("principal"), "a rule names its principal (\"*\" for anyone)")
+	}
+	var capa devices.Capability
+	known := false
+	if rc.Device != "*" && rc.Capability != "*" {
+		capa, known = c.caps[rc.Device+"."+rc.Capability]
+		if !known {
+			c.errf(p.with("device"), "unknown capability %s.%s", rc.Device, rc.Capability)
+		}
+	}
+	for i := range rc.Values {
+		if !known {
+			c.errf(p.with("values"), "values need a single named device and capability")
+			break
+		}
+		if v, ok := c.value(p.with("values", i), &rc.Values[i], capa.Type, capa.Enum); ok {
+			r.Values.Set = append(r.Values.Set, toGov(v))
+		}
+	}
+	if rc.Min != nil {
+		r.Values.Min, r.Values.HasMin = *rc.Min, true
+	}
+	if rc.Max != nil {
+		r.Values.Max, r.Values.HasMax = *rc.Max, true
+	}
+	if err := r.Validate(); err != nil {
+		c.errf(p, "%v", err)
+	}
+	return r, len(c.errs) == n
+}
+
+func (c *checker) plan(p path, pc PlanConfig) (runtime.Plan, bool) {
+	n := len(c.errs)
+	pl := runtime.Plan{Name: pc.Name, Every: c.duration(p.with("every"), pc.Every, 0),
+		Lease: c.lease(p.with("lease"), pc.Lease, runtime.Lease{MaxSteps: 100, MaxActuations: 20, MaxWall: time.Hour})}
+	if !namePattern.MatchString(pc.Name) {
+		c.errf(p.with("name"), "%q is not a valid plan name", pc.Name)
+	}
+	switch pc.OnFailure {
+	case "", "end":
+	case "continue":
+		pl.ContinueOnFailure = true
+	default:
+		c.errf(p.with("on_failure"), "on_failure is end or continue, not %q", pc.OnFailure)
+	}
+	if len(pc.Steps) == 0 {
+		c.errf(p.with("steps"), "plan %s has no steps", pc.Name)
+	}
+	for i, sc := range pc.Steps {
+		sp := p.with("steps", i)
+		count := 0
+		for _, set := range []bool{sc.Read != "", sc.Write != "", sc.Wait != "", sc.Expect != nil} {
+			if set {
+				count++
+			}
+		}
+		if count != 1 {
+			c.errf(sp, "a step is exactly one of read, write, wait or expect")
+			continue
+		}
+		switch {
+		case sc.Read != "":
+			capa, ok := c.caps[sc.Read]
+			if !ok || !capa.Readable() {
+				c.errf(sp.with("read"), "%q is not a readable device.capability", sc.Read)
+				continue
+			}
+			dev, name := splitRef(sc.Read)
+			pl.Steps = append(pl.Steps, runtime.PlanStep{Op: runtime.OpRead, Device: dev, Capability: name})
+		case sc.Write != "":
+			capa, ok := c.caps[sc.Write]
+			if !ok || capa.Kind != devices.KindActuator {
+				c.errf(sp.with("write"), "%q is not an actuator device.capability", sc.Write)
+				continue
+			}
+			if v, ok := c.value(sp.with("value"), &sc.Value, capa.Type, capa.Enum); ok {
+				dev, name := splitRef(sc.Write)
+				pl.Steps = append(pl.Steps, runtime.PlanStep{Op: runtime.OpWrite, Device: dev, Capability: name, Value: v})
+			}
+		case sc.Wait != "":
+			pl.Steps = append(pl.Steps, runtime.PlanStep{Op: runtime.OpWait, Wait: c.duration(sp.with("wait"), sc.Wait, time.Second)})
+		default:
+			ep := sp.with("expect")
+			if op, v, ok := c.condition(ep, sc.Expect.Sensor, sc.Expect.Op, &sc.Expect.Value); ok {
+				within := c.duration(ep.with("within"), sc.Expect.Within, 10*time.Second)
+				pl.Steps = append(pl.Steps, runtime.PlanStep{Op: runtime.OpExpect,
+					Expect: &runtime.Expect{Sensor: sc.Expect.Sensor, Op: op, Value: v, Within: within}})
+			}
+		}
+	}
+	return pl, len(c.errs) == n
+}
+
+func splitRef(s string) (string, string) {
+	i := strings.LastIndexByte(s, '.')
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], s[i+1:]
+}

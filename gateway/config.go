@@ -1,0 +1,276 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the gateway's configuration file, as written. Load checks it
+// strictly and Build turns it into what the runtime and drivers need.
+type Config struct {
+	Gateway   GatewayConfig   `yaml:"gateway"`
+	Mode      string          `yaml:"mode"`
+	Approvals ApprovalsConfig `yaml:"approvals"`
+	Drivers   []DriverConfig  `yaml:"drivers"`
+	Devices   []DeviceConfig  `yaml:"devices"`
+	Modes     []ModeConfig    `yaml:"modes"`
+	Rules     []RuleConfig    `yaml:"rules"`
+	Plans     []PlanConfig    `yaml:"plans"`
+	Leases    LeaseDefaults   `yaml:"leases"`
+}
+
+// GatewayConfig names the gateway and where it keeps its state.
+type GatewayConfig struct {
+	// ID names this gateway in topics and logs. Default "shadowgate".
+	ID string `yaml:"id"`
+	// StateDir holds the journal. Default /var/lib/shadowgate.
+	StateDir string `yaml:"state_dir"`
+}
+
+// ApprovalsConfig bounds how people answer.
+type ApprovalsConfig struct {
+	// Timeout is how long a request waits for an answer. Default 10m.
+	Timeout string `yaml:"timeout"`
+	// OperateWithin is how long an approval's authorization is valid. Default 15s.
+	OperateWithin string `yaml:"operate_within"`
+	// MaxRuleTTL caps a rule added with an approval. Default 24h.
+	MaxRuleTTL string `yaml:"max_rule_ttl"`
+}
+
+// LeaseDefaults bound a single command.
+type LeaseDefaults struct {
+	Command LeaseConfig `yaml:"command"`
+}
+
+// DriverConfig is one driver instance.
+type DriverConfig struct {
+	Name string `yaml:"name"`
+	// Type is the driver: "sim" in this build.
+	Type string `yaml:"type"`
+}
+
+// DeviceConfig is one device.
+type DeviceConfig struct {
+	ID           string             `yaml:"id"`
+	Area         string             `yaml:"area"`
+	Driver       string             `yaml:"driver"`
+	Address      string             `yaml:"address"`
+	Capabilities []CapabilityConfig `yaml:"capabilities"`
+}
+
+// CapabilityConfig is one capability of a device, with its safety features.
+type CapabilityConfig struct {
+	Name       string            `yaml:"name"`
+	Kind       string            `yaml:"kind"`
+	Type       string            `yaml:"type"`
+	Unit       string            `yaml:"unit"`
+	Enum       []string          `yaml:"enum"`
+	ReadBack   bool              `yaml:"read_back"`
+	Poll       string            `yaml:"poll"`
+	Effects    *EffectsConfig    `yaml:"effects"`
+	Envelope   *EnvelopeConfig   `yaml:"envelope"`
+	Interlocks []ConditionConfig `yaml:"interlocks"`
+	Confirm    *ConfirmConfig    `yaml:"confirm"`
+	Safe       yaml.Node         `yaml:"safe"`
+}
+
+// EffectsConfig declares what an actuator does. Undeclared means the worst case.
+type EffectsConfig struct {
+	Reversible bool `yaml:"reversible"`
+	Contained  bool `yaml:"contained"`
+	Costs      bool `yaml:"costs"`
+	Reaches    bool `yaml:"reaches"`
+}
+
+// EnvelopeConfig bounds an actuator's values and changes.
+type EnvelopeConfig struct {
+	Min      *float64    `yaml:"min"`
+	Max      *float64    `yaml:"max"`
+	Step     float64     `yaml:"step"`
+	Allowed  []yaml.Node `yaml:"allowed"`
+	MaxRate  int         `yaml:"max_rate"`
+	MinDwell string      `yaml:"min_dwell"`
+}
+
+// ConditionConfig is an interlock: a reading compared with a value.
+type ConditionConfig struct {
+	Sensor string    `yaml:"sensor"`
+	Op     string    `yaml:"op"`
+	Value  yaml.Node `yaml:"value"`
+	MaxAge string    `yaml:"max_age"`
+}
+
+// ConfirmConfig says how an actuation is verified.
+type ConfirmConfig struct {
+	ReadBack bool      `yaml:"read_back"`
+	Sensor   string    `yaml:"sensor"`
+	Op       string    `yaml:"op"`
+	Value    yaml.Node `yaml:"value"`
+	Within   string    `yaml:"within"`
+}
+
+// ProfileConfig is an effect profile in a mode.
+type ProfileConfig struct {
+	Reads      []string `yaml:"reads"`
+	Writes     []string `yaml:"writes"`
+	Reaches    bool     `yaml:"reaches"`
+	Reversible bool     `yaml:"reversible"`
+	Contained  bool     `yaml:"contained"`
+	Costs      bool     `yaml:"costs"`
+}
+
+// ModeConfig is a configured mode narrowing a shipped one.
+type ModeConfig struct {
+	Name              string         `yaml:"name"`
+	Base              string         `yaml:"base"`
+	Ceiling           *ProfileConfig `yaml:"ceiling"`
+	AskAbove          *ProfileConfig `yaml:"ask_above"`
+	ApprovalsRequired int            `yaml:"approvals_required"`
+	MaxDuration       string         `yaml:"max_duration"`
+}
+
+// RuleConfig is a standing rule.
+type RuleConfig struct {
+	ID         string      `yaml:"id"`
+	Principal  string      `yaml:"principal"`
+	Device     string      `yaml:"device"`
+	Capability string      `yaml:"capability"`
+	Decision   string      `yaml:"decision"`
+	Values     []yaml.Node `yaml:"values"`
+	Min        *float64    `yaml:"min"`
+	Max        *float64    `yaml:"max"`
+	Reason     string      `yaml:"reason"`
+}
+
+// LeaseConfig bounds a run.
+type LeaseConfig struct {
+	MaxSteps      int    `yaml:"max_steps"`
+	MaxWall       string `yaml:"max_wall"`
+	MaxActuations int    `yaml:"max_actuations"`
+}
+
+// PlanConfig is a named plan.
+type PlanConfig struct {
+	Name      string       `yaml:"name"`
+	Every     string       `yaml:"every"`
+	OnFailure string       `yaml:"on_failure"`
+	Lease     LeaseConfig  `yaml:"lease"`
+	Steps     []StepConfig `yaml:"steps"`
+}
+
+// StepConfig is one plan step: exactly one of read, write, wait, expect.
+type StepConfig struct {
+	Read   string        `yaml:"read"`
+	Write  string        `yaml:"write"`
+	Value  yaml.Node     `yaml:"value"`
+	Wait   string        `yaml:"wait"`
+	Expect *ExpectConfig `yaml:"expect"`
+}
+
+// ExpectConfig is a condition a plan waits for.
+type ExpectConfig struct {
+	Sensor string    `yaml:"sensor"`
+	Op     string    `yaml:"op"`
+	Value  yaml.Node `yaml:"value"`
+	Within string    `yaml:"within"`
+}
+
+// ConfigError is one problem in a configuration file, with where it is.
+type ConfigError struct {
+	File string
+	Line int
+	// Path is where in the document: "devices[2].capabilities[0].envelope".
+	Path string
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// MaxConfigSize bounds a configuration file.
+const MaxConfigSize = 4 << 20
+
+// LoadFile reads and checks a configuration file.
+func LoadFile(path string) (*Built, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration: %w", err)
+	}
+	return Load(path, data)
+}
+
+// Load parses and checks a configuration. Every error names the file, the
+// line and what is wrong; all errors found are returned, joined.
+func Load(file string, data []byte) (*Built, error) {
+	if len(data) > MaxConfigSize {
+		return nil, &ConfigError{File: file, Msg: "the file is larger than 4 MiB"}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(file, err)
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil, &ConfigError{File: file, Line: 1, Msg: "the configuration is empty"}
+	}
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, yamlError(file, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &ConfigError{File: file, Line: extra.Line, Msg: "more than one YAML document; a configuration is one document"}
+	}
+	c := &checker{file: file, root: root.Content[0]}
+	b := c.build(&cfg)
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	return b, nil
+}
+
+// yamlError turns a yaml error into ConfigErrors with lines.
+func yamlError(file string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		errs := make([]error, 0, len(te.Errors))
+		for _, msg := range te.Errors {
+			line := 0
+			if rest, ok := strings.CutPrefix(msg, "line "); ok {
+				if i := strings.Index(rest, ": "); i > 0 {
+					line, _ = strconv.Atoi(rest[:i])
+					msg = rest[i+2:]
+				}
+			}
+			errs = append(errs, &ConfigError{File: file, Line: line, Msg: msg})
+		}
+		return errors.Join(errs...)
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.Index(rest, ": "); i > 0 {
+			line, _ = strconv.Atoi(rest[:i])
+			msg = rest[i+2:]
+		}
+	}
+	return &ConfigError{File: file, Line: line, Msg: msg}
+}

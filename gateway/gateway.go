@@ -1,0 +1,131 @@
+// Package gateway is the composition root: it loads the configuration,
+// builds the drivers, the registry, the journal and the engine, and runs
+// them until asked to stop.
+//
+// Shutdown order: stop intake, let in-flight steps finish or be cancelled
+// (the engine waits for every run's goroutine), close the drivers, and
+// close the journal last.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// Options configure a gateway run.
+type Options struct {
+	// Config is the checked configuration.
+	Config *Built
+	// Demo keeps state in a temporary directory removed on exit.
+	Demo bool
+	// Logger receives logs and the readable event stream. Nil discards.
+	Logger *slog.Logger
+	// Ready, if set, is called with the engine once it runs.
+	Ready func(*runtime.Engine)
+}
+
+// Run runs the gateway until ctx is done. It returns nil on a clean stop.
+func Run(ctx context.Context, opts Options) (err error) {
+	cfg := opts.Config
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	stateDir := cfg.StateDir
+	if opts.Demo || stateDir == "" {
+		stateDir, err = os.MkdirTemp("", "shadowgate-demo-")
+		if err != nil {
+			return fmt.Errorf("making the demo state directory: %w", err)
+		}
+		defer os.RemoveAll(stateDir)
+	} else if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("making the state directory %s: %w", stateDir, err)
+	}
+	log.Info("gateway starting", "gateway_id", cfg.GatewayID, "state_dir", stateDir, "config", cfg.File, "mode", cfg.Mode)
+
+	reg := devices.NewRegistry()
+	var opened []devices.Driver
+	defer func() {
+		for _, d := range opened {
+			err = errors.Join(err, d.Close())
+		}
+	}()
+	for _, dc := range cfg.Drivers {
+		var devs []devices.Device
+		for _, d := range cfg.Devices {
+			if d.Driver == dc.Name {
+				devs = append(devs, d)
+			}
+		}
+		drv, err := newDriver(dc, devs)
+		if err != nil {
+			return fmt.Errorf("driver %s: %w", dc.Name, err)
+		}
+		if err := drv.Open(ctx); err != nil {
+			return fmt.Errorf("opening driver %s: %w", dc.Name, err)
+		}
+		opened = append(opened, drv)
+		if err := reg.Add(dc.Name, drv); err != nil {
+			return err
+		}
+	}
+
+	// TODO(journal): the durable bbolt journal replaces this in-memory one (#3).
+	j := runtime.NewMemJournal()
+	defer func() { err = errors.Join(err, j.Close()) }()
+
+	eng, err := runtime.New(ctx, runtime.Options{
+		Registry: reg, Journal: j, Policies: cfg.Policies, Modes: cfg.Modes, Mode: cfg.Mode, Rules: cfg.Rules,
+		Plans: cfg.Plans, OperateWithin: cfg.OperateWithin, ApprovalTimeout: cfg.ApprovalTimeout,
+		MaxRuleTTL: cfg.MaxRuleTTL, CommandLease: cfg.CommandLease, Logger: log.With("component", "runtime"),
+	})
+	if err != nil {
+		return fmt.Errorf("starting the engine: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		_ = eng.Subscribe(ctx, 0, func(ev runtime.Event) error { logEvent(log, ev); return nil })
+	}()
+	if opts.Ready != nil {
+		opts.Ready(eng)
+	}
+	runErr := eng.Run(ctx)
+	cancel()
+	<-logged
+	log.Info("gateway stopped")
+	return runErr
+}
+
+func newDriver(dc DriverConfig, devs []devices.Device) (devices.Driver, error) {
+	switch dc.Type {
+	case "sim":
+		return sim.New(sim.Options{Devices: devs})
+	}
+	return nil, fmt.Errorf("unknown driver type %q", dc.Type)
+}
+
+// logEvent writes one journal event as a readable log line. Readings are
+// debug chatter; decisions and acts are what an operator follows.
+func logEvent(log *slog.Logger, ev runtime.Event) {
+	level := slog.LevelInfo
+	switch ev.Kind {
+	case runtime.KindObserved, runtime.KindInvoked, runtime.KindStarted:
+		level = slog.LevelDebug
+	case runtime.KindRefused, runtime.KindFailed, runtime.KindApprovalExpired, runtime.KindDeviceOffline:
+		level = slog.LevelWarn
+	case runtime.KindAlarm:
+		level = slog.LevelError
+	}
+	log.Log(context.Background(), level, string(ev.Kind), "seq", ev.Seq, "run", ev.Run, "step", ev.Step,
+		"device_id", ev.Device, "body", string(ev.Body))
+}
