@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -491,4 +492,43 @@ func TestIllegalAttemptTransitions(t *testing.T) {
 	if len(evs) != 5 {
 		t.Fatalf("%d events stored, want 5: a refused transition stores nothing", len(evs))
 	}
+}
+
+func TestRunPollsSensorsWithGovernedReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, err := sim.New(sim.Options{Devices: []devices.Device{
+			{ID: "tank-1", Area: "greenhouse", Driver: "sim", Address: "tank", Capabilities: sensor("level", 5*time.Second)},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := devices.NewRegistry()
+		_ = reg.Add("sim", g)
+		e, err := runtime.New(t.Context(), runtime.Options{Registry: reg, Journal: runtime.NewMemJournal(), Mode: governance.ModeObserve})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		time.Sleep(21 * time.Second)
+		cancel()
+		<-done
+		if n := g.Count("read", "tank-1", "level"); n != 5 {
+			t.Fatalf("polled %d times in 21s at 5s, want 5", n)
+		}
+		evs, _ := e.Events(t.Context(), 0, 0)
+		observed := 0
+		for _, ev := range evs {
+			if ev.Kind == runtime.KindObserved && strings.Contains(string(ev.Body), `"principal":"gateway:poller"`) {
+				observed++
+			}
+		}
+		if observed != 5 {
+			t.Fatalf("%d observed events from the poller, want 5", observed)
+		}
+		if _, err := e.Read(t.Context(), "x", "tank-1", "level"); !errors.Is(err, runtime.ErrStopped) {
+			t.Fatalf("Read after Run ended = %v, want ErrStopped", err)
+		}
+	})
 }
