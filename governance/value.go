@@ -34,6 +34,9 @@ func (t ValueType) String() string {
 
 // Value is what the judge sees of a step's input. Exactly one of Bool, Num
 // and Text is meaningful, as Type says; enum and string values use Text.
+//
+// It mirrors devices.Value on purpose: governance and devices are both pure
+// and import nothing of ours, so the runtime converts one into the other.
 type Value struct {
 	Type ValueType
 	Bool bool
