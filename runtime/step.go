@@ -189,13 +189,9 @@ func (e *Engine) gather(ctx context.Context, conds []governance.Condition, fresh
 				continue
 			}
 		}
+		// The read is itself a governed, journaled step.
 		dev, capability := splitRef(c.Sensor)
-		ent, ok := e.reg.Lookup(dev)
-		if !ok {
-			e.facts.markBad(c.Sensor)
-			continue
-		}
-		if _, err := e.driverRead(ctx, ent.Driver, dev, capability); err != nil {
+		if obs := e.read(ctx, nil, 0, "gateway:interlock", dev, capability); obs.Kind != Completed {
 			e.facts.markBad(c.Sensor)
 		}
 	}
