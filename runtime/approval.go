@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/governance"
 )
 
@@ -358,11 +357,6 @@ func (e *Engine) rebuildPolicyLocked() {
 	// deny before any allow), but a stable order makes verdicts repeatable.
 	slices.SortFunc(rules, func(a, b governance.Rule) int { return cmp.Compare(a.ID, b.ID) })
 	e.policy.Store(&governance.Policy{Modes: e.modes, Rules: rules})
-}
-
-// LatestReading returns the engine's latest reading of device.capability.
-func (e *Engine) LatestReading(device, capability string) (devices.Reading, bool) {
-	return e.facts.get(ref(device, capability))
 }
 
 func sortRuns(rs []RunRecord) {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -411,21 +412,11 @@ func (e *Engine) Readings() []Reading {
 	e.facts.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Reading) int {
 		if a.Device != b.Device {
-			return compareStrings(a.Device, b.Device)
+			return strings.Compare(a.Device, b.Device)
 		}
-		return compareStrings(a.Capability, b.Capability)
+		return strings.Compare(a.Capability, b.Capability)
 	})
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // newID returns a random identifier with a prefix: "run-3f9a0c1d2e4b5a69".
