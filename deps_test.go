@@ -61,7 +61,7 @@ func violations(pkgs map[string]pkgInfo) []string {
 					bad = append(bad, rel+" depends on "+d+" (standard library only)")
 				}
 			}
-		case rel == "runtime":
+		case rel == "runtime" || strings.HasPrefix(rel, "runtime/"):
 			for _, d := range p.deps {
 				if strings.HasPrefix(d, module+"/drivers") || strings.HasPrefix(d, module+"/web") || strings.HasPrefix(d, module+"/gateway") {
 					bad = append(bad, "runtime depends on "+d)

@@ -123,11 +123,29 @@ func (q Quality) String() string {
 	return "unknown"
 }
 
+// MarshalText writes the quality as its name.
+func (q Quality) MarshalText() ([]byte, error) { return []byte(q.String()), nil }
+
+// UnmarshalText reads a quality by name.
+func (q *Quality) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "good":
+		*q = QualityGood
+	case "stale":
+		*q = QualityStale
+	case "bad":
+		*q = QualityBad
+	default:
+		return errors.New("unknown quality " + strconv.Quote(string(b)) + " (want good, stale or bad)")
+	}
+	return nil
+}
+
 // Reading is one observation of a capability.
 type Reading struct {
-	Value   Value
-	At      time.Time
-	Quality Quality
+	Value   Value     `json:"value"`
+	At      time.Time `json:"at"`
+	Quality Quality   `json:"quality"`
 }
 
 // Age returns how old the reading is at now.

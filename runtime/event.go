@@ -26,14 +26,26 @@ const (
 	KindDeviceOnline      Kind = "device_online"
 	KindDeviceOffline     Kind = "device_offline"
 	KindEnded             Kind = "ended"
+	// KindRecovered records what a start found of an attempt cut short by a
+	// stop: abandoned before execution (refused), or executing (unknown).
+	KindRecovered Kind = "recovered"
+	// KindReconciled records an unknown attempt settled by a read-back or by
+	// an admin, which lifts the lock on its actuator.
+	KindReconciled Kind = "reconciled"
 )
 
 // Event is one entry of the journal. Seq is assigned by the journal and
-// grows by one for every event; subscribers resume from it.
+// grows by one for every event; subscribers resume from it. A durable
+// journal also sets Mono, BootID, Prev and Hash, chaining every event to the
+// one before it.
 type Event struct {
-	Seq  uint64    `json:"seq"`
-	At   time.Time `json:"at"`
-	Kind Kind      `json:"kind"`
+	Seq uint64    `json:"seq"`
+	At  time.Time `json:"at"`
+	// Mono is nanoseconds on the monotonic clock of the boot that wrote the
+	// event; it orders events even when the wall clock jumps.
+	Mono   int64  `json:"mono,omitempty"`
+	BootID string `json:"boot_id,omitempty"`
+	Kind   Kind   `json:"kind"`
 	// Run and Step place the event in a run; Run is empty for events of the
 	// gateway itself (a scheduled poll, a device going offline).
 	Run  string `json:"run,omitempty"`
@@ -42,6 +54,10 @@ type Event struct {
 	Device string `json:"device,omitempty"`
 	// Body is the kind-specific content, a JSON object.
 	Body json.RawMessage `json:"body,omitempty"`
+	// Prev and Hash chain the event, in hex: Hash covers the event and Prev,
+	// and Prev is the Hash of the event before.
+	Prev string `json:"prev,omitempty"`
+	Hash string `json:"hash,omitempty"`
 }
 
 // Durability says when a commit returns.

@@ -29,6 +29,10 @@ type Journal interface {
 	Attempt(ctx context.Context, key string) (Attempt, bool, error)
 	// Load returns the records needed to resume after a start.
 	Load(ctx context.Context) (Snapshot, error)
+	// Err returns nil while the journal can witness, or why it cannot: a
+	// write failed, the disk is full, the file is corrupt, or it is closed.
+	// Once a durable journal has failed it stays failed until restarted.
+	Err() error
 	// Close flushes and releases the journal.
 	Close() error
 }
@@ -42,17 +46,35 @@ type Entry struct {
 	Rule       *RuleRecord
 	Run        *RunRecord
 	Mode       *ModeRecord
+	// State updates the last known state of a capability: its reading, its
+	// receipt, or both, whichever is set.
+	State *StateRecord
 }
 
-// Snapshot is the folded state a journal holds.
+// Snapshot is the folded state a journal holds: what a start needs to
+// carry on where the last one stopped.
 type Snapshot struct {
-	LastSeq   uint64
+	LastSeq uint64
+	// Approvals holds the pending approvals.
 	Approvals []Approval
-	Rules     []RuleRecord
-	Runs      []RunRecord
+	// Rules holds the rules not revoked.
+	Rules []RuleRecord
+	// Runs holds the runs that had not ended.
+	Runs []RunRecord
 	// Open holds attempts that are not terminal.
 	Open []Attempt
 	Mode *ModeRecord
+	// States holds the last known state of every capability.
+	States []StateRecord
+}
+
+// StateRecord is the last known state of one capability: its latest
+// reading and, for an actuator, the receipt of its latest actuation.
+type StateRecord struct {
+	Device     string           `json:"device"`
+	Capability string           `json:"capability"`
+	Reading    *devices.Reading `json:"reading,omitempty"`
+	Receipt    *Receipt         `json:"receipt,omitempty"`
 }
 
 // Errors of the journal.

@@ -23,6 +23,7 @@ type MemJournal struct {
 	approvals map[string]Approval
 	rules     map[string]RuleRecord
 	runs      map[string]RunRecord
+	states    map[string]StateRecord
 	mode      *ModeRecord
 }
 
@@ -33,6 +34,7 @@ func NewMemJournal() *MemJournal {
 		approvals: map[string]Approval{},
 		rules:     map[string]RuleRecord{},
 		runs:      map[string]RunRecord{},
+		states:    map[string]StateRecord{},
 	}
 }
 
@@ -77,6 +79,18 @@ func (j *MemJournal) Commit(_ context.Context, e Entry) (Event, error) {
 		m := *e.Mode
 		j.mode = &m
 	}
+	if st := e.State; st != nil {
+		k := ref(st.Device, st.Capability)
+		cur := j.states[k]
+		cur.Device, cur.Capability = st.Device, st.Capability
+		if st.Reading != nil {
+			cur.Reading = st.Reading
+		}
+		if st.Receipt != nil {
+			cur.Receipt = st.Receipt
+		}
+		j.states[k] = cur
+	}
 	return ev, nil
 }
 
@@ -106,13 +120,22 @@ func (j *MemJournal) Load(context.Context) (Snapshot, error) {
 	defer j.mu.Unlock()
 	s := Snapshot{LastSeq: j.seq}
 	for _, a := range j.approvals {
-		s.Approvals = append(s.Approvals, a)
+		if a.Status == ApprovalPending {
+			s.Approvals = append(s.Approvals, a)
+		}
 	}
 	for _, r := range j.rules {
-		s.Rules = append(s.Rules, r)
+		if !r.Revoked {
+			s.Rules = append(s.Rules, r)
+		}
 	}
 	for _, r := range j.runs {
-		s.Runs = append(s.Runs, r)
+		if r.Status != RunEnded {
+			s.Runs = append(s.Runs, r)
+		}
+	}
+	for _, st := range j.states {
+		s.States = append(s.States, st)
 	}
 	for _, a := range j.attempts {
 		if !a.State.Terminal() {
@@ -126,7 +149,19 @@ func (j *MemJournal) Load(context.Context) (Snapshot, error) {
 	slices.SortFunc(s.Approvals, func(a, b Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
 	slices.SortFunc(s.Runs, func(a, b RunRecord) int { return a.StartedAt.Compare(b.StartedAt) })
 	slices.SortFunc(s.Rules, func(a, b RuleRecord) int { return a.MadeAt.Compare(b.MadeAt) })
+	slices.SortFunc(s.Open, func(a, b Attempt) int { return a.Updated.Compare(b.Updated) })
+	slices.SortFunc(s.States, func(a, b StateRecord) int { return cmp.Compare(ref(a.Device, a.Capability), ref(b.Device, b.Capability)) })
 	return s, nil
+}
+
+// Err returns ErrJournalClosed after Close, and nil before.
+func (j *MemJournal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return ErrJournalClosed
+	}
+	return nil
 }
 
 // Close makes later commits fail.

@@ -1,0 +1,713 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// SchemaVersion is the newest layout of the file this build reads and writes.
+const SchemaVersion = 1
+
+// FileName is the name of the file in the state directory.
+const FileName = "shadowgate.db"
+
+// Bucket names.
+var (
+	bJournal   = []byte("journal")
+	bEffects   = []byte("effects")
+	bApprovals = []byte("approvals")
+	bRules     = []byte("rules")
+	bRuns      = []byte("runs")
+	bState     = []byte("state")
+	bOutbox    = []byte("outbox")
+	bMeta      = []byte("meta")
+	buckets    = [][]byte{bJournal, bEffects, bApprovals, bRules, bRuns, bState, bOutbox, bMeta}
+
+	kSchema = []byte("schema")
+	kHead   = []byte("head")
+	kAnchor = []byte("anchor")
+	kBytes  = []byte("bytes")
+	kMode   = []byte("mode")
+)
+
+// Options configure a journal. The zero value of each field means its
+// default, chosen for an SD card.
+type Options struct {
+	// LockTimeout bounds the wait for the file lock. Default 1s.
+	LockTimeout time.Duration
+	// MaxEvents bounds the events kept. Default 500,000.
+	MaxEvents int
+	// MaxBytes bounds the bytes of the events kept. Default 128 MiB.
+	MaxBytes int64
+	// KeepRecords is how long ended attempts, answered approvals, ended
+	// runs and spent rules are kept. Default 30 days. Pending approvals,
+	// open attempts and the state are never pruned.
+	KeepRecords time.Duration
+	// FlushInterval bounds how long an async commit waits to be written.
+	// Default 100ms.
+	FlushInterval time.Duration
+	// MaxFileSize, if set, caps the file: a write that would grow it further
+	// fails, and the journal fails closed, as on a full disk.
+	MaxFileSize int
+	// ReadOnly opens the file for reading (verify, export). Commits fail.
+	ReadOnly bool
+	// Logger receives the journal's operational logs. Nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Second
+	}
+	if o.MaxEvents <= 0 {
+		o.MaxEvents = 500_000
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 128 << 20
+	}
+	if o.KeepRecords <= 0 {
+		o.KeepRecords = 30 * 24 * time.Hour
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 100 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Errors of the journal.
+var (
+	// ErrReadOnly is returned by Commit on a journal opened ReadOnly.
+	ErrReadOnly = errors.New("journal opened read-only")
+	// ErrFailed wraps the first write error; once it is returned, every
+	// commit fails until a restart.
+	ErrFailed = errors.New("journal failed")
+)
+
+// LockedError says that another process holds the file.
+type LockedError struct {
+	Path string
+	// PID is the holder's process id from the pid file, or 0 if unknown.
+	PID int
+}
+
+func (e *LockedError) Error() string {
+	if e.PID > 0 {
+		return "journal " + e.Path + " is in use by process " + strconv.Itoa(e.PID) + " (a running gateway); stop it first"
+	}
+	return "journal " + e.Path + " is in use by another process; stop it first"
+}
+
+// SchemaError says that the file was written by a newer build.
+type SchemaError struct {
+	Path        string
+	Found, Know uint32
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("journal %s has schema %d, newer than this build knows (%d); run a newer shadowgate", e.Path, e.Found, e.Know)
+}
+
+// CorruptError says that the file cannot be trusted. The gateway keeps
+// reading sensors but refuses every actuation.
+type CorruptError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptError) Error() string { return "journal " + e.Path + " is corrupt: " + e.Err.Error() }
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// DB is a journal in a bbolt file. It implements runtime.Journal and is
+// safe for concurrent use.
+type DB struct {
+	path   string
+	opts   Options
+	db     *bolt.DB
+	log    *slog.Logger
+	bootID string
+	start  time.Time // the boot's monotonic origin
+
+	kick       chan struct{} // wakes the writer; capacity 1
+	quit       chan struct{} // closed by Close
+	writerDone chan struct{}
+
+	// mu guards everything below.
+	mu        sync.Mutex
+	closed    bool
+	failed    error // sticky: the first write error
+	next      uint64
+	prevHash  hash
+	queue     []item
+	queueFrom time.Time // when the oldest queued item arrived
+	hasSync   bool
+	cur       *flush // the batch being gathered
+	committed uint64 // newest seq written
+	ring      []runtime.Event
+	open      map[string]runtime.Attempt // attempts not terminal, or not yet written
+	stats     Stats
+}
+
+// item is one queued commit, encoded.
+type item struct {
+	ev    runtime.Event
+	value []byte
+	hash  hash
+	ent   *runtime.Entry
+}
+
+// flush is one batch: its waiters learn the outcome when done closes.
+type flush struct {
+	done chan struct{}
+	err  error
+}
+
+// Stats count the journal's writes since it opened.
+type Stats struct {
+	Batches      uint64
+	Events       uint64
+	CommitTime   time.Duration // total time in bbolt commits, fsync included
+	MaxCommit    time.Duration
+	LastCommit   time.Duration
+	PrunedEvents uint64
+}
+
+// ringMin is how many written events stay in memory for subscribers.
+const ringMin = 4096
+
+// maxQueue bounds the queued events; an async commit beyond it waits for
+// the writer, so a slow disk cannot exhaust memory.
+const maxQueue = 65536
+
+// Path returns the file of the journal in dir.
+func Path(dir string) string { return filepath.Join(dir, FileName) }
+
+// Open opens or creates the journal file at path and starts its writer.
+func Open(path string, opts Options) (*DB, error) {
+	opts.setDefaults()
+	bo := &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly, MaxSize: opts.MaxFileSize, FreelistType: bolt.FreelistMapType}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("opening journal: %w", err)
+		}
+	}
+	db, err := bolt.Open(path, 0o600, bo)
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, &LockedError{Path: path, PID: readPID(path)}
+		}
+		if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrVersionMismatch) || errors.Is(err, bolt.ErrChecksum) {
+			return nil, &CorruptError{Path: path, Err: err}
+		}
+		return nil, fmt.Errorf("opening journal %s: %w", path, err)
+	}
+	j := &DB{
+		path: path, opts: opts, db: db, log: opts.Logger, start: time.Now(),
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{}),
+		cur: &flush{done: make(chan struct{})}, open: map[string]runtime.Attempt{},
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	j.bootID = hex.EncodeToString(b[:])
+	if err := j.init(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if opts.ReadOnly {
+		close(j.writerDone)
+		return j, nil
+	}
+	if err := writePID(path); err != nil {
+		j.log.Warn("pid file not written", "path", path+".pid", "error", err)
+	}
+	go j.writer()
+	return j, nil
+}
+
+// init creates the buckets, checks the schema and finds the chain's head.
+func (j *DB) init() error {
+	check := func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bMeta)
+		if meta == nil {
+			return nil
+		}
+		if v := meta.Get(kSchema); v != nil {
+			if len(v) != 4 {
+				return &CorruptError{Path: j.path, Err: errors.New("meta schema is not 4 bytes")}
+			}
+			if got := binary.BigEndian.Uint32(v); got > SchemaVersion {
+				return &SchemaError{Path: j.path, Found: got, Know: SchemaVersion}
+			}
+		}
+		return nil
+	}
+	if err := j.db.View(check); err != nil {
+		return err
+	}
+	if !j.opts.ReadOnly {
+		err := j.db.Update(func(tx *bolt.Tx) error {
+			for _, name := range buckets {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			if tx.Bucket(bMeta).Get(kSchema) == nil {
+				return tx.Bucket(bMeta).Put(kSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("preparing journal %s: %w", j.path, err)
+		}
+	}
+	return j.db.View(func(tx *bolt.Tx) error {
+		jb := tx.Bucket(bJournal)
+		if jb == nil {
+			return nil // a read-only open of an empty file
+		}
+		k, v := jb.Cursor().Last()
+		if k == nil {
+			if a, err := j.link(tx, kAnchor); err != nil {
+				return err
+			} else if a != nil {
+				j.next, j.prevHash = a.Seq, a.Hash
+			}
+			j.committed = j.next
+			j.next++
+			return nil
+		}
+		d, err := decodeEvent(v)
+		if j.opts.ReadOnly {
+			// Reading is for verify and export: Verify says what is wrong.
+			j.next, j.committed = binary.BigEndian.Uint64(k)+1, binary.BigEndian.Uint64(k)
+			return nil
+		}
+		if err != nil {
+			return &CorruptError{Path: j.path, Err: fmt.Errorf("the newest event: %w", err)}
+		}
+		if binary.BigEndian.Uint64(k) != d.ev.Seq || chain(d.canonical, d.prev) != d.hash {
+			return &CorruptError{Path: j.path, Err: fmt.Errorf("the newest event %d does not match its hash", d.ev.Seq)}
+		}
+		if head, err := j.link(tx, kHead); err != nil {
+			return err
+		} else if head != nil && (head.Seq != d.ev.Seq || head.Hash != d.hash) {
+			return &CorruptError{Path: j.path, Err: fmt.Errorf("the head names event %d but the newest is %d", head.Seq, d.ev.Seq)}
+		}
+		j.next, j.prevHash, j.committed = d.ev.Seq+1, d.hash, d.ev.Seq
+		return nil
+	})
+}
+
+func (j *DB) link(tx *bolt.Tx, key []byte) (*link, error) {
+	v := tx.Bucket(bMeta).Get(key)
+	if v == nil {
+		return nil, nil
+	}
+	l, err := decodeLink(v)
+	if err != nil {
+		return nil, &CorruptError{Path: j.path, Err: fmt.Errorf("meta %s: %w", key, err)}
+	}
+	return &l, nil
+}
+
+// BootID names this opening of the journal in every event it writes.
+func (j *DB) BootID() string { return j.bootID }
+
+// Path returns the file's path.
+func (j *DB) Path() string { return j.path }
+
+// Commit appends the event and stores the entry's records. A Sync entry
+// returns once its batch is fsync'd; it waits for that even if ctx ends,
+// because the record is already on its way to disk and a caller told
+// otherwise would act on a falsehood. An async entry returns at once unless
+// the queue is full.
+func (j *DB) Commit(ctx context.Context, e runtime.Entry) (runtime.Event, error) {
+	if j.opts.ReadOnly {
+		return runtime.Event{}, ErrReadOnly
+	}
+	j.mu.Lock()
+	for len(j.queue) >= maxQueue && j.failed == nil && !j.closed {
+		f := j.cur
+		j.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return runtime.Event{}, fmt.Errorf("waiting for the journal to catch up: %w", ctx.Err())
+		}
+		j.mu.Lock()
+	}
+	if err := j.errLocked(); err != nil {
+		j.mu.Unlock()
+		return runtime.Event{}, err
+	}
+	if a := e.Attempt; a != nil {
+		prev, err := j.attemptLocked(a.Key)
+		if err != nil {
+			j.mu.Unlock()
+			return runtime.Event{}, err
+		}
+		if !prev.State.CanMoveTo(a.State) {
+			j.mu.Unlock()
+			return runtime.Event{}, &runtime.TransitionError{Key: a.Key, From: prev.State, To: a.State}
+		}
+		j.open[a.Key] = *a
+	}
+	ev := e.Event
+	ev.Seq = j.next
+	if ev.At.IsZero() {
+		ev.At = time.Now()
+	}
+	ev.Mono = int64(time.Since(j.start))
+	ev.BootID = j.bootID
+	value, h := encodeEvent(&ev, j.prevHash)
+	ev.Prev, ev.Hash = j.prevHash.String(), h.String()
+	j.next++
+	j.prevHash = h
+	ent := e
+	ent.Event = ev
+	if len(j.queue) == 0 {
+		j.queueFrom = time.Now()
+	}
+	j.queue = append(j.queue, item{ev: ev, value: value, hash: h, ent: &ent})
+	j.ring = append(j.ring, ev)
+	f := j.cur
+	sync := e.Durability == runtime.Sync
+	if sync {
+		j.hasSync = true
+	}
+	j.mu.Unlock()
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+	if !sync {
+		return ev, nil
+	}
+	<-f.done
+	if f.err != nil {
+		return runtime.Event{}, f.err
+	}
+	return ev, nil
+}
+
+func (j *DB) errLocked() error {
+	switch {
+	case j.failed != nil:
+		return j.failed
+	case j.closed:
+		return runtime.ErrJournalClosed
+	}
+	return nil
+}
+
+// Err returns nil while the journal can witness, or why it cannot.
+func (j *DB) Err() error {
+	if j.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.errLocked()
+}
+
+// Stats returns the write counters.
+func (j *DB) Stats() Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stats
+}
+
+// attemptLocked returns the newest record of an attempt: queued or open in
+// memory, else written. j.mu must be held.
+func (j *DB) attemptLocked(key string) (runtime.Attempt, error) {
+	if a, ok := j.open[key]; ok {
+		return a, nil
+	}
+	var a runtime.Attempt
+	err := j.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bEffects).Get([]byte(key))
+		if v == nil {
+			return nil
+		}
+		return json.Unmarshal(v, &a)
+	})
+	if err != nil {
+		return a, fmt.Errorf("reading attempt %s: %w", key, err)
+	}
+	return a, nil
+}
+
+// Attempt returns the attempt with the idempotency key.
+func (j *DB) Attempt(_ context.Context, key string) (runtime.Attempt, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a, err := j.attemptLocked(key)
+	return a, a.State != "", err
+}
+
+// Events returns up to limit events with Seq > since, in order: written
+// ones from the file, and the newest (written or queued) from memory.
+func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Event, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	j.mu.Lock()
+	ringFrom := j.next
+	if len(j.ring) > 0 {
+		ringFrom = j.ring[0].Seq
+	}
+	if since+1 >= ringFrom {
+		i := int(since + 1 - ringFrom)
+		var out []runtime.Event
+		if i < len(j.ring) {
+			out = append(out, j.ring[i:min(len(j.ring), i+limit)]...)
+		}
+		j.mu.Unlock()
+		return out, nil
+	}
+	j.mu.Unlock()
+	var out []runtime.Event
+	err := j.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bJournal).Cursor()
+		for k, v := c.Seek(seqKey(since + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			d, err := decodeEvent(v)
+			if err != nil {
+				return &CorruptError{Path: j.path, Err: fmt.Errorf("event %d: %w", binary.BigEndian.Uint64(k), err)}
+			}
+			out = append(out, d.ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) < limit && (len(out) == 0 || out[len(out)-1].Seq+1 >= ringFrom) {
+		after := since
+		if len(out) > 0 {
+			after = out[len(out)-1].Seq
+		}
+		more, err := j.Events(ctx, after, limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		if len(more) > 0 && more[0].Seq == after+1 {
+			out = append(out, more...)
+		}
+	}
+	return out, nil
+}
+
+// Load returns what a start needs: pending approvals, rules not revoked,
+// runs not ended, attempts not terminal, the mode and the state of every
+// capability. It also primes the in-memory index of open attempts.
+func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
+	var s runtime.Snapshot
+	err := j.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bMeta) == nil {
+			return nil
+		}
+		if err := eachJSON(tx.Bucket(bApprovals), func(a *runtime.Approval) {
+			if a.Status == runtime.ApprovalPending {
+				s.Approvals = append(s.Approvals, *a)
+			}
+		}); err != nil {
+			return err
+		}
+		if err := eachJSON(tx.Bucket(bRules), func(r *runtime.RuleRecord) {
+			if !r.Revoked {
+				s.Rules = append(s.Rules, *r)
+			}
+		}); err != nil {
+			return err
+		}
+		if err := eachJSON(tx.Bucket(bRuns), func(r *runtime.RunRecord) {
+			if r.Status != runtime.RunEnded {
+				s.Runs = append(s.Runs, *r)
+			}
+		}); err != nil {
+			return err
+		}
+		if err := eachOpen(tx.Bucket(bEffects), func(a *runtime.Attempt) { s.Open = append(s.Open, *a) }); err != nil {
+			return err
+		}
+		st := tx.Bucket(bState)
+		if v := st.Get(kMode); v != nil {
+			var m runtime.ModeRecord
+			if err := json.Unmarshal(v, &m); err != nil {
+				return fmt.Errorf("state mode: %w", err)
+			}
+			s.Mode = &m
+		}
+		states := map[string]*runtime.StateRecord{}
+		var order []string
+		c := st.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var rec runtime.StateRecord
+			switch {
+			case bytes.HasPrefix(k, []byte("reading/")):
+				rec.Reading = new(devices.Reading)
+				if err := json.Unmarshal(v, rec.Reading); err != nil {
+					return fmt.Errorf("state %s: %w", k, err)
+				}
+			case bytes.HasPrefix(k, []byte("receipt/")):
+				rec.Receipt = new(runtime.Receipt)
+				if err := json.Unmarshal(v, rec.Receipt); err != nil {
+					return fmt.Errorf("state %s: %w", k, err)
+				}
+			default:
+				continue
+			}
+			name := string(k[bytes.IndexByte(k, '/')+1:])
+			cur, ok := states[name]
+			if !ok {
+				dev, capability := splitRef(name)
+				cur = &runtime.StateRecord{Device: dev, Capability: capability}
+				states[name] = cur
+				order = append(order, name)
+			}
+			if rec.Reading != nil {
+				cur.Reading = rec.Reading
+			}
+			if rec.Receipt != nil {
+				cur.Receipt = rec.Receipt
+			}
+		}
+		for _, name := range order {
+			s.States = append(s.States, *states[name])
+		}
+		return nil
+	})
+	if err != nil {
+		return s, &CorruptError{Path: j.path, Err: err}
+	}
+	j.mu.Lock()
+	s.LastSeq = j.next - 1
+	for _, a := range s.Open {
+		if _, ok := j.open[a.Key]; !ok {
+			j.open[a.Key] = a
+		}
+	}
+	j.mu.Unlock()
+	sortSnapshot(&s)
+	return s, nil
+}
+
+func eachJSON[T any](b *bolt.Bucket, fn func(*T)) error {
+	return b.ForEach(func(k, v []byte) error {
+		var x T
+		if err := json.Unmarshal(v, &x); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		fn(&x)
+		return nil
+	})
+}
+
+// eachOpen calls fn with every attempt that is not terminal. It decodes
+// only the state of the others.
+func eachOpen(b *bolt.Bucket, fn func(*runtime.Attempt)) error {
+	return b.ForEach(func(k, v []byte) error {
+		var st struct {
+			State runtime.AttemptState `json:"state"`
+		}
+		if err := json.Unmarshal(v, &st); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		if st.State.Terminal() {
+			return nil
+		}
+		var a runtime.Attempt
+		if err := json.Unmarshal(v, &a); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		fn(&a)
+		return nil
+	})
+}
+
+// Close writes what is queued, stops the writer and releases the file.
+func (j *DB) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	if !j.opts.ReadOnly {
+		close(j.quit)
+		<-j.writerDone
+		removePID(j.path)
+	}
+	if err := j.db.Close(); err != nil {
+		return fmt.Errorf("closing journal %s: %w", j.path, err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failed != nil {
+		return j.failed
+	}
+	return nil
+}
+
+func sortSnapshot(s *runtime.Snapshot) {
+	slices.SortFunc(s.Approvals, func(a, b runtime.Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
+	slices.SortFunc(s.Runs, func(a, b runtime.RunRecord) int { return a.StartedAt.Compare(b.StartedAt) })
+	slices.SortFunc(s.Rules, func(a, b runtime.RuleRecord) int { return a.MadeAt.Compare(b.MadeAt) })
+	slices.SortFunc(s.Open, func(a, b runtime.Attempt) int { return a.Updated.Compare(b.Updated) })
+}
+
+func splitRef(s string) (string, string) {
+	if i := strings.LastIndexByte(s, '.'); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
+}
+
+// writePID records this process as the holder of the file.
+func writePID(path string) error {
+	return os.WriteFile(path+".pid", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+}
+
+func removePID(path string) {
+	if pid := readPID(path); pid == os.Getpid() {
+		_ = os.Remove(path + ".pid")
+	}
+}
+
+// readPID returns the pid in the pid file beside path, or 0.
+func readPID(path string) int {
+	b, err := os.ReadFile(path + ".pid")
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
