@@ -150,7 +150,9 @@ func (j *MemJournal) Load(context.Context) (Snapshot, error) {
 	slices.SortFunc(s.Runs, func(a, b RunRecord) int { return a.StartedAt.Compare(b.StartedAt) })
 	slices.SortFunc(s.Rules, func(a, b RuleRecord) int { return a.MadeAt.Compare(b.MadeAt) })
 	slices.SortFunc(s.Open, func(a, b Attempt) int { return a.Updated.Compare(b.Updated) })
-	slices.SortFunc(s.States, func(a, b StateRecord) int { return cmp.Compare(ref(a.Device, a.Capability), ref(b.Device, b.Capability)) })
+	slices.SortFunc(s.States, func(a, b StateRecord) int {
+		return cmp.Compare(ref(a.Device, a.Capability), ref(b.Device, b.Capability))
+	})
 	return s, nil
 }
 
