@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
 )
 
 // Built is a checked configuration, ready to wire.
@@ -32,6 +34,10 @@ type Built struct {
 	ApprovalTimeout time.Duration
 	MaxRuleTTL      time.Duration
 	CommandLease    runtime.Lease
+	// Journal bounds the journal; its Logger is set by Run.
+	Journal journal.Options
+	// Sim holds the options of each sim driver, by driver name.
+	Sim map[string]sim.Options
 }
 
 // Driver types this build knows.
@@ -231,6 +237,18 @@ func (c *checker) build(cfg *Config) *Built {
 			ids[r.ID] = true
 			b.Rules = append(b.Rules, r)
 		}
+	}
+	b.Journal = c.journal(path{"journal"}, cfg.Journal)
+	b.Sim = map[string]sim.Options{}
+	for i, d := range cfg.Drivers {
+		if d.Sim == nil {
+			continue
+		}
+		if d.Type != "sim" {
+			c.errf(path{"drivers", i, "sim"}, "sim options on a %s driver", d.Type)
+			continue
+		}
+		b.Sim[d.Name] = c.simOptions(path{"drivers", i, "sim"}, d.Name, d.Sim, b.Devices)
 	}
 	plans := map[string]bool{}
 	for i, pc := range cfg.Plans {
@@ -571,4 +589,76 @@ func splitRef(s string) (string, string) {
 		return s, ""
 	}
 	return s[:i], s[i+1:]
+}
+
+func (c *checker) journal(p path, jc JournalConfig) journal.Options {
+	var o journal.Options
+	if jc.MaxEvents < 0 {
+		c.errf(p.with("max_events"), "cannot be negative")
+	}
+	o.MaxEvents = jc.MaxEvents
+	o.MaxBytes = c.size(p.with("max_bytes"), jc.MaxBytes)
+	o.KeepRecords = c.duration(p.with("keep_records"), jc.KeepRecords, 0)
+	o.MaxFileSize = int(c.size(p.with("max_file_size"), jc.MaxFileSize))
+	if o.MaxFileSize > 0 && o.MaxFileSize < 1<<20 {
+		c.errf(p.with("max_file_size"), "%s is too small for a journal (at least 1MiB)", jc.MaxFileSize)
+	}
+	return o
+}
+
+var sizePattern = regexp.MustCompile(`^([0-9]+)(B|KiB|MiB|GiB)?$`)
+
+// size parses "128MiB", "512KiB", "1GiB" or a number of bytes; empty is 0.
+func (c *checker) size(p path, s string) int64 {
+	if s == "" {
+		return 0
+	}
+	m := sizePattern.FindStringSubmatch(s)
+	n, err := strconv.ParseInt(m1(m), 10, 64)
+	if m == nil || err != nil || n <= 0 {
+		c.errf(p, "%q is not a size (write it like 128MiB, 512KiB, 1GiB or a number of bytes)", s)
+		return 0
+	}
+	shift := map[string]uint{"": 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]]
+	if n > (1<<62)>>shift {
+		c.errf(p, "%q is too large", s)
+		return 0
+	}
+	return n << shift
+}
+
+func m1(m []string) string {
+	if len(m) < 2 {
+		return ""
+	}
+	return m[1]
+}
+
+func (c *checker) simOptions(p path, driver string, sc *SimConfig, devs []devices.Device) sim.Options {
+	o := sim.Options{StateFile: sc.StateFile, Faults: map[string]sim.Fault{}}
+	on := map[string]bool{}
+	for _, d := range devs {
+		if d.Driver == driver {
+			on[d.ID] = true
+		}
+	}
+	for id, fc := range sc.Faults {
+		fp := p.with("faults", id)
+		if !on[id] {
+			c.errf(fp, "no device %s on driver %s", id, driver)
+			continue
+		}
+		f := sim.Fault{Offline: fc.Offline, Stuck: fc.Stuck,
+			WriteDelay: c.duration(fp.with("write_delay"), fc.WriteDelay, 0),
+			AckDelay:   c.duration(fp.with("ack_delay"), fc.AckDelay, 0),
+			ReadDelay:  c.duration(fp.with("read_delay"), fc.ReadDelay, 0)}
+		if fc.WriteError != "" {
+			f.WriteErr = errors.New(fc.WriteError)
+		}
+		if fc.ReadError != "" {
+			f.ReadErr = errors.New(fc.ReadError)
+		}
+		o.Faults[id] = f
+	}
+	return o
 }

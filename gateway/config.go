@@ -23,6 +23,22 @@ type Config struct {
 	Rules     []RuleConfig    `yaml:"rules"`
 	Plans     []PlanConfig    `yaml:"plans"`
 	Leases    LeaseDefaults   `yaml:"leases"`
+	Journal   JournalConfig   `yaml:"journal"`
+}
+
+// JournalConfig bounds what the journal keeps. The defaults suit an SD card.
+type JournalConfig struct {
+	// MaxEvents bounds the events kept. Default 500000.
+	MaxEvents int `yaml:"max_events"`
+	// MaxBytes bounds the bytes of the events kept: "128MiB" (the default),
+	// "512KiB", "1GiB" or a plain number of bytes.
+	MaxBytes string `yaml:"max_bytes"`
+	// KeepRecords is how long ended attempts, answered approvals and ended
+	// runs are kept. Default 720h (30 days).
+	KeepRecords string `yaml:"keep_records"`
+	// MaxFileSize caps the file; past it the journal fails closed, as on a
+	// full disk. Default none (on 32-bit ARM keep the file well under 1GiB).
+	MaxFileSize string `yaml:"max_file_size"`
 }
 
 // GatewayConfig names the gateway and where it keeps its state.
@@ -53,6 +69,32 @@ type DriverConfig struct {
 	Name string `yaml:"name"`
 	// Type is the driver: "sim" in this build.
 	Type string `yaml:"type"`
+	// Sim holds the options of a sim driver.
+	Sim *SimConfig `yaml:"sim"`
+}
+
+// SimConfig are the options of the simulated greenhouse.
+type SimConfig struct {
+	// StateFile keeps the simulated world across restarts of the gateway,
+	// as real hardware would be. A relative path is in the state directory.
+	StateFile string `yaml:"state_file"`
+	// Faults rehearse failures without hardware, by device id.
+	Faults map[string]SimFaultConfig `yaml:"faults"`
+}
+
+// SimFaultConfig is a fault injected into one simulated device.
+type SimFaultConfig struct {
+	Offline bool `yaml:"offline"`
+	// Stuck makes writes succeed without moving the actuator.
+	Stuck bool `yaml:"stuck"`
+	// WriteDelay delays a write before it takes effect; AckDelay delays the
+	// answer after it took effect; ReadDelay delays reads.
+	WriteDelay string `yaml:"write_delay"`
+	AckDelay   string `yaml:"ack_delay"`
+	ReadDelay  string `yaml:"read_delay"`
+	// WriteError and ReadError make calls fail with this message.
+	WriteError string `yaml:"write_error"`
+	ReadError  string `yaml:"read_error"`
 }
 
 // DeviceConfig is one device.

@@ -2,9 +2,11 @@
 // builds the drivers, the registry, the journal and the engine, and runs
 // them until asked to stop.
 //
-// Shutdown order: stop intake, let in-flight steps finish or be cancelled
-// (the engine waits for every run's goroutine), close the drivers, and
-// close the journal last.
+// Start order: the journal first (so a second gateway on the same state
+// directory stops before touching any device), then the drivers, then the
+// engine, which recovers from the journal. Shutdown is the reverse: stop
+// intake, let in-flight steps finish or be cancelled (the engine waits for
+// every run's goroutine), close the drivers, and close the journal last.
 package gateway
 
 import (
@@ -13,10 +15,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
 )
 
 // Options configure a gateway run.
@@ -50,6 +54,27 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	log.Info("gateway starting", "gateway_id", cfg.GatewayID, "state_dir", stateDir, "config", cfg.File, "mode", cfg.Mode)
 
+	// The journal opens first: if another gateway holds the state
+	// directory, nothing else is touched.
+	jopts := cfg.Journal
+	jopts.Logger = log.With("component", "journal")
+	var j runtime.Journal
+	db, err := journal.Open(journal.Path(stateDir), jopts)
+	var corrupt *journal.CorruptError
+	switch {
+	case err == nil:
+		j = db
+		log.Info("journal opened", "path", db.Path(), "boot_id", db.BootID())
+	case errors.As(err, &corrupt):
+		// Fail closed but keep watching: sensors are still read and
+		// reported, every actuation is refused with this reason.
+		log.Error("the journal cannot be used; every actuation will be refused", "error", err)
+		j = journal.Failed(err)
+	default:
+		return err
+	}
+	defer func() { err = errors.Join(err, j.Close()) }()
+
 	reg := devices.NewRegistry()
 	var opened []devices.Driver
 	defer func() {
@@ -64,7 +89,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 				devs = append(devs, d)
 			}
 		}
-		drv, err := newDriver(dc, devs)
+		drv, err := newDriver(dc, devs, cfg.Sim[dc.Name], stateDir)
 		if err != nil {
 			return fmt.Errorf("driver %s: %w", dc.Name, err)
 		}
@@ -76,10 +101,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 			return err
 		}
 	}
-
-	// TODO(journal): the durable bbolt journal replaces this in-memory one (#3).
-	j := runtime.NewMemJournal()
-	defer func() { err = errors.Join(err, j.Close()) }()
 
 	eng, err := runtime.New(ctx, runtime.Options{
 		Registry: reg, Journal: j, Policies: cfg.Policies, Modes: cfg.Modes, Mode: cfg.Mode, Rules: cfg.Rules,
@@ -106,10 +127,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 	return runErr
 }
 
-func newDriver(dc DriverConfig, devs []devices.Device) (devices.Driver, error) {
+func newDriver(dc DriverConfig, devs []devices.Device, so sim.Options, stateDir string) (devices.Driver, error) {
 	switch dc.Type {
 	case "sim":
-		return sim.New(sim.Options{Devices: devs})
+		so.Devices = devs
+		if so.StateFile != "" && !filepath.IsAbs(so.StateFile) {
+			so.StateFile = filepath.Join(stateDir, so.StateFile)
+		}
+		return sim.New(so)
 	}
 	return nil, fmt.Errorf("unknown driver type %q", dc.Type)
 }

@@ -103,6 +103,10 @@ type Engine struct {
 	requests  map[string]*run // idempotency key of a command -> its run
 	changes   map[string]*changes
 	actLocks  map[string]chan struct{}
+	// locked holds, by "device.capability", the attempt whose effect is
+	// unknown: every write to the actuator is refused until it is
+	// reconciled by a read-back or resolved by an admin.
+	locked map[string]Attempt
 }
 
 // pending is an approval waiting for people, and the channel its run waits on.
@@ -131,6 +135,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		requests:  map[string]*run{},
 		changes:   map[string]*changes{},
 		actLocks:  map[string]chan struct{}{},
+		locked:    map[string]Attempt{},
 	}
 	e.bus.ch = make(chan struct{})
 	for k, p := range opts.Policies {
@@ -159,11 +164,16 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("initial mode %q: %w", opts.Mode, ErrUnknownMode)
 	}
 	e.mode = ModeRecord{Name: opts.Mode, By: "configuration"}
-	if err := e.restore(ctx); err != nil {
+	e.life, e.stop = context.WithCancel(context.WithoutCancel(ctx))
+	resume, err := e.restore(ctx)
+	if err != nil {
+		e.stop()
 		return nil, fmt.Errorf("restoring from the journal: %w", err)
 	}
 	e.rebuildPolicyLocked()
-	e.life, e.stop = context.WithCancel(context.WithoutCancel(ctx))
+	for _, r := range resume {
+		e.start(r)
+	}
 	return e, nil
 }
 
@@ -194,32 +204,11 @@ func setDefaults(o *Options) {
 	}
 }
 
-// restore folds the journal's records into the engine. Pending approvals of
-// runs that did not survive are marked superseded; resuming parked runs
-// across a restart belongs to the durable journal.
-func (e *Engine) restore(ctx context.Context) error {
-	snap, err := e.j.Load(ctx)
-	if err != nil {
-		return err
-	}
-	e.bus.last = snap.LastSeq
-	if snap.Mode != nil {
-		if _, ok := e.modes[snap.Mode.Name]; ok {
-			e.mode = *snap.Mode
-		}
-	}
-	for _, r := range snap.Rules {
-		if !r.Revoked {
-			e.rules[r.Rule.ID] = r
-		}
-	}
-	return nil
-}
-
 // Run polls sensors and starts scheduled plans until ctx is done, then stops
 // the engine: it cancels every run and waits for their goroutines.
 func (e *Engine) Run(ctx context.Context) error {
 	e.refresh(ctx)
+	e.reconcile(ctx)
 	var wg sync.WaitGroup
 	for _, d := range e.reg.Devices() {
 		for _, c := range d.Capabilities {
@@ -299,7 +288,11 @@ func (e *Engine) sweep(ctx context.Context) {
 }
 
 // Healthy returns nil while the engine can witness, or why it cannot.
+// While it cannot, every actuation is refused; sensors are still read.
 func (e *Engine) Healthy() error {
+	if err := e.j.Err(); err != nil {
+		return fmt.Errorf("the journal cannot witness: %w", err)
+	}
 	if p := e.unhealthy.Load(); p != nil {
 		return errors.New(*p)
 	}
@@ -329,8 +322,11 @@ func (e *Engine) commit(ctx context.Context, d Durability, ev Event, body any, w
 	if err != nil {
 		if !errors.Is(err, ErrIllegalTransition) {
 			msg := "journal unwritable: " + err.Error()
-			e.unhealthy.Store(&msg)
-			e.log.Error("journal commit failed", "kind", ev.Kind, "error", err)
+			if e.unhealthy.CompareAndSwap(nil, &msg) {
+				e.log.Error("journal commit failed; actuations are refused from now on", "kind", ev.Kind, "error", err)
+			} else {
+				e.log.Debug("journal commit failed", "kind", ev.Kind, "error", err)
+			}
 		}
 		return Event{}, fmt.Errorf("journaling %s: %w", ev.Kind, err)
 	}

@@ -13,11 +13,19 @@ import (
 // for approvals, and ends the run as the plan says.
 func (e *Engine) execute(ctx context.Context, r *run) {
 	rec := r.record()
-	_, _ = e.commit(ctx, Async, Event{Kind: KindStarted, Run: rec.ID}, map[string]any{
-		"plan": rec.Plan, "principal": rec.Principal, "origin": rec.Origin, "request_id": rec.RequestID, "reason": rec.Reason,
-	}, func(en *Entry) { en.Run = &rec })
+	from := 0
+	body := map[string]any{"plan": rec.Plan, "principal": rec.Principal, "origin": rec.Origin, "request_id": rec.RequestID, "reason": rec.Reason}
+	if r.parked != "" {
+		// Restored after a restart: carry on at the parked step.
+		from = rec.Step - 1
+		body["resumed_at_step"], body["approval"] = rec.Step, r.parked
+	}
+	_, _ = e.commit(ctx, Async, Event{Kind: KindStarted, Run: rec.ID}, body, func(en *Entry) { en.Run = &rec })
 	end, why := EndCompleted, ""
 	for i, s := range r.plan.Steps {
+		if i < from {
+			continue
+		}
 		idx := i + 1
 		r.mu.Lock()
 		r.rec.Step = idx
@@ -32,6 +40,11 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 			break
 		}
 		obs := e.runStep(ctx, r, idx, s)
+		if obs.Kind == parkedAtStop {
+			// Left parked in the journal, with its approval pending.
+			e.log.Info("run left parked for the next start", "run", rec.ID, "step", idx)
+			return
+		}
 		r.observe(obs)
 		switch obs.Kind {
 		case Refused:
@@ -92,6 +105,13 @@ func (e *Engine) forgetRun(_ *run) {
 	}
 }
 
+// parkedAtStop is what runStep returns when the gateway stops while the
+// step waits for people; errStopping is awaitAnswer's reason then.
+const (
+	parkedAtStop ObservationKind = "parked_at_stop"
+	errStopping                  = "the gateway is stopping"
+)
+
 // runStep executes one plan step, waiting out an approval if it parks.
 func (e *Engine) runStep(ctx context.Context, r *run, idx int, s PlanStep) Observation {
 	rec := r.record()
@@ -118,12 +138,19 @@ func (e *Engine) runStep(ctx context.Context, r *run, idx int, s PlanStep) Obser
 	}
 	w := &writeReq{run: r, step: idx, key: key, principal: rec.Principal, origin: rec.Origin, reason: rec.Reason,
 		device: s.Device, capability: s.Capability, value: s.Value}
-	obs := e.write(ctx, w)
-	if obs.Kind != ApprovalRequest {
-		return obs
+	id := r.takeParked()
+	if id == "" {
+		obs := e.write(ctx, w)
+		if obs.Kind != ApprovalRequest {
+			return obs
+		}
+		r.observe(obs)
+		id = obs.Approval.ID
 	}
-	r.observe(obs)
-	ap, why := e.awaitAnswer(ctx, obs.Approval.ID)
+	ap, why := e.awaitAnswer(ctx, id)
+	if why == errStopping {
+		return Observation{Kind: parkedAtStop, Run: rec.ID, Step: idx}
+	}
 	r.resume(e.now())
 	if ap == nil {
 		base := Observation{Run: rec.ID, Step: idx, Device: s.Device, Capability: s.Capability}
@@ -149,6 +176,11 @@ func (e *Engine) awaitAnswer(ctx context.Context, id string) (*Approval, string)
 	case <-t.C:
 		e.expire(ctx, id)
 	case <-ctx.Done():
+		if e.life.Err() != nil {
+			// The gateway is stopping, not the run: the request stays
+			// pending in the journal and the run resumes at the next start.
+			return nil, errStopping
+		}
 		e.supersede(context.WithoutCancel(ctx), id, "the run was cancelled")
 	}
 	e.mu.Lock()

@@ -49,10 +49,7 @@ type CapPolicy struct {
 func Profile(d *devices.Device, c *devices.Capability, p *CapPolicy) governance.EffectProfile {
 	scope := governance.Scopes(governance.Scope(d.Scope()))
 	if c.Kind == devices.KindSensor {
-		prof := governance.Nothing()
-		prof.Reads = scope
-		prof.Reaches = c.Floor.Reaches
-		return prof
+		return ReadProfile(d, c)
 	}
 	if p == nil || p.Effects == nil {
 		return governance.Worst()
@@ -72,6 +69,15 @@ func Profile(d *devices.Device, c *devices.Capability, p *CapPolicy) governance.
 		Costs:      c.Floor.Costs,
 	}
 	return decl.Join(floor)
+}
+
+// ReadProfile returns the effect profile of reading capability c of device
+// d: a sensor, or an actuator's read-back. A read changes nothing.
+func ReadProfile(d *devices.Device, c *devices.Capability) governance.EffectProfile {
+	prof := governance.Nothing()
+	prof.Reads = governance.Scopes(governance.Scope(d.Scope()))
+	prof.Reaches = c.Floor.Reaches
+	return prof
 }
 
 // govValue converts a device value for the judge.

@@ -120,7 +120,10 @@ type run struct {
 	done      chan struct{}
 
 	// mu guards everything below.
-	mu          sync.Mutex
+	mu sync.Mutex
+	// parked is the approval a run restored after a restart waits for at
+	// its current step, before anything else.
+	parked      string
 	rec         RunRecord
 	activeSince time.Time
 	last        Observation
@@ -186,6 +189,15 @@ func (r *run) park(now time.Time, approval string) *RunRecord {
 	r.rec.Status, r.rec.Approval = RunParked, approval
 	rec := r.rec
 	return &rec
+}
+
+// takeParked returns the approval a restored run must wait for first, once.
+func (r *run) takeParked() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := r.parked
+	r.parked = ""
+	return id
 }
 
 func (r *run) resume(now time.Time) {
@@ -286,7 +298,7 @@ func (e *Engine) repeat(ctx context.Context, r *run, s PlanStep, cmd Command) (O
 	prev := r.plan.Steps[0]
 	if prev.Device != s.Device || prev.Capability != s.Capability || !prev.Value.Equal(s.Value) {
 		return Observation{Kind: Refused, Run: r.id(), RequestID: cmd.RequestID, Device: s.Device, Capability: s.Capability,
-			Why: "request id " + cmd.RequestID + " of " + cmd.Principal + " was already used for a different act"}, nil
+			Why: "idempotency key " + cmd.Principal + "/" + cmd.RequestID + " was already used for a different act"}, nil
 	}
 	select {
 	case <-r.firstDone:

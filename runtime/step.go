@@ -70,10 +70,9 @@ func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, 
 	if !c.Readable() {
 		return e.failed(ctx, base, capability+" of "+device+" cannot be read")
 	}
-	pol := e.policies[ref(device, capability)]
 	req := governance.Request{
 		Principal: principal, Device: device, Capability: capability,
-		Profile: Profile(&ent.Device, c, pol), Mode: e.currentMode(ctx), Now: e.now(),
+		Profile: ReadProfile(&ent.Device, c), Mode: e.currentMode(ctx), Now: e.now(),
 	}
 	v := governance.Judge(&req, e.policy.Load())
 	if v.Outcome != governance.Allow {
@@ -95,7 +94,7 @@ func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, 
 	base.Reading = &rd
 	_, _ = e.commit(ctx, Async, Event{Kind: KindObserved, Run: runID, Step: step, Device: device}, observedBody{
 		Device: device, Capability: capability, Value: rd.Value, Quality: rd.Quality.String(), At: rd.At, Principal: principal,
-	}, nil)
+	}, func(en *Entry) { en.State = &StateRecord{Device: device, Capability: capability, Reading: &rd} })
 	return base
 }
 

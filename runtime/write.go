@@ -44,11 +44,21 @@ func (e *Engine) write(ctx context.Context, w *writeReq) Observation {
 	}
 	defer unlock()
 
+	// Fail closed: what cannot be witnessed is not done.
+	if err := e.Healthy(); err != nil {
+		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+			Why: "not acting: " + err.Error()}, w.value)
+	}
 	dg := digest(w.device, w.capability, w.value, w.principal, w.key)
 	if prev, found, err := e.j.Attempt(ctx, w.key); err != nil {
-		return e.failed(ctx, base, "not acting: the journal cannot be read: "+err.Error())
+		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+			Why: "not acting: the journal cannot be read: " + err.Error()}, w.value)
 	} else if found {
 		return e.replay(ctx, base, prev, dg)
+	}
+	if a, locked := e.lockedBy(target); locked {
+		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+			Why: target + " is locked: attempt " + a.ID + " (key " + a.Key + ") was executing when the gateway stopped and its effect is unknown; an admin must resolve it"}, w.value)
 	}
 	pol := e.policies[target]
 	env := governance.Envelope{Type: governance.ValueType(c.Type)}
@@ -163,7 +173,12 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	rc.Confirmation, rc.Observed, rc.Detail = e.confirm(ctx, ent, c, pol, w.value)
 	rc.At = e.now()
 	a.Receipt = rc
-	if err := step(AttemptReceipt, Sync, KindActed, rc); err != nil {
+	a.State, a.Updated = AttemptReceipt, e.now()
+	final := a
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindActed, Run: base.Run, Step: w.step, Device: w.device}, rc, func(en *Entry) {
+		en.Attempt = &final
+		en.State = &StateRecord{Device: w.device, Capability: w.capability, Receipt: rc}
+	}); err != nil {
 		base.Kind, base.Why, base.Receipt = Failed, "acted, but the receipt could not be journaled: "+err.Error(), rc
 		return base
 	}

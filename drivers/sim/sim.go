@@ -10,8 +10,11 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -49,12 +52,38 @@ const (
 
 // State is the physical state of the greenhouse.
 type State struct {
-	Level       float64 // tank level, %
-	Flow        float64 // L/min
-	Temperature float64 // °C
-	Pump        bool
-	Valve       bool
-	Heater      bool
+	Level       float64 `json:"level"`       // tank level, %
+	Flow        float64 `json:"flow"`        // L/min
+	Temperature float64 `json:"temperature"` // °C
+	Pump        bool    `json:"pump"`
+	Valve       bool    `json:"valve"`
+	Heater      bool    `json:"heater"`
+}
+
+// World is what a state file keeps: the physical state, and how many writes
+// each actuator received. Real hardware outlives the gateway process; with a
+// state file, so does the simulated greenhouse.
+type World struct {
+	State State `json:"state"`
+	// Received counts the writes that reached each "device.capability",
+	// whether or not they took effect.
+	Received map[string]int `json:"received"`
+}
+
+// LoadWorld reads a state file.
+func LoadWorld(path string) (World, error) {
+	var w World
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return w, fmt.Errorf("reading the sim state file: %w", err)
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return w, fmt.Errorf("sim state file %s: %w", path, err)
+	}
+	if w.Received == nil {
+		w.Received = map[string]int{}
+	}
+	return w, nil
 }
 
 // Fault is what a test injects into one device. The zero value is healthy.
@@ -65,8 +94,12 @@ type Fault struct {
 	// Stuck makes writes succeed without moving the actuator, so a read-back
 	// never follows.
 	Stuck bool
-	// WriteDelay and ReadDelay make calls slow; they still honour ctx.
+	// WriteDelay and ReadDelay make calls slow; they still honour ctx. A
+	// delayed write takes effect after the delay.
 	WriteDelay, ReadDelay time.Duration
+	// AckDelay delays the answer of a write that has already taken effect,
+	// as a device whose acknowledgement is slow or lost.
+	AckDelay time.Duration
 	// WriteErr and ReadErr make calls fail with this error.
 	WriteErr, ReadErr error
 }
@@ -85,12 +118,19 @@ type Options struct {
 	// the value takes effect. Tests use it to look at the world from inside
 	// the driver call.
 	WriteHook func(ctx context.Context, device, capability string, v devices.Value)
+	// StateFile, if set, keeps the World in this file: it is read at New
+	// (when it exists) and rewritten, atomically, whenever a write arrives
+	// or takes effect.
+	StateFile string
+	// Faults are injected from the start, by device id.
+	Faults map[string]Fault
 }
 
 // Greenhouse is the simulated driver. It is safe for concurrent use.
 type Greenhouse struct {
 	now       func() time.Time
 	writeHook func(context.Context, string, string, devices.Value)
+	stateFile string
 
 	// mu guards everything below.
 	mu      sync.Mutex
@@ -101,8 +141,9 @@ type Greenhouse struct {
 	online  []devices.Device // devs minus the offline ones; rebuilt on change
 	byID    map[string]int
 	faults  map[string]Fault
-	counts  map[string]int // "op device.capability"
-	written map[string][]devices.Value
+	counts   map[string]int // "op device.capability"
+	written  map[string][]devices.Value
+	received map[string]int // writes received, kept in the state file
 }
 
 // Check reports whether d fits an element of the greenhouse: its address
@@ -127,10 +168,12 @@ func New(opts Options) (*Greenhouse, error) {
 	g := &Greenhouse{
 		now:       opts.Now,
 		writeHook: opts.WriteHook,
+		stateFile: opts.StateFile,
 		byID:      map[string]int{},
 		faults:    map[string]Fault{},
 		counts:    map[string]int{},
 		written:   map[string][]devices.Value{},
+		received:  map[string]int{},
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -138,6 +181,15 @@ func New(opts Options) (*Greenhouse, error) {
 	g.st = State{Level: 60, Temperature: ambient}
 	if opts.Initial != nil {
 		g.st = *opts.Initial
+	}
+	if g.stateFile != "" {
+		w, err := LoadWorld(g.stateFile)
+		switch {
+		case err == nil:
+			g.st, g.received = w.State, w.Received
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, err
+		}
 	}
 	for i, d := range opts.Devices {
 		if err := Check(d); err != nil {
@@ -149,7 +201,18 @@ func New(opts Options) (*Greenhouse, error) {
 		g.byID[d.ID] = i
 		g.devs = append(g.devs, d)
 	}
-	g.online = slices.Clone(g.devs)
+	for id, f := range opts.Faults {
+		if _, ok := g.byID[id]; !ok {
+			return nil, errors.New("sim fault for " + id + ": no such device")
+		}
+		g.faults[id] = f
+	}
+	g.online = g.online[:0]
+	for _, d := range g.devs {
+		if !g.faults[d.ID].Offline {
+			g.online = append(g.online, d)
+		}
+	}
 	return g, nil
 }
 
@@ -275,6 +338,9 @@ func (g *Greenhouse) Write(ctx context.Context, device, capability string, v dev
 	if v.Type != devices.TypeBool {
 		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: errors.New("want a bool, got a " + v.Type.String())}
 	}
+	if err := g.receive(device + "." + capability); err != nil {
+		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
+	}
 	if err := wait(ctx, f.WriteDelay); err != nil {
 		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
 	}
@@ -285,19 +351,72 @@ func (g *Greenhouse) Write(ctx context.Context, device, capability string, v dev
 		g.writeHook(ctx, device, capability, v)
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.advanceLocked(g.now())
 	g.written[device+"."+capability] = append(g.written[device+"."+capability], v)
-	if f.Stuck {
+	if !f.Stuck {
+		switch addr {
+		case "pump":
+			g.st.Pump = v.Bool
+		case "valve":
+			g.st.Valve = v.Bool
+		case "heater":
+			g.st.Heater = v.Bool
+		}
+	}
+	err = g.saveLocked()
+	g.mu.Unlock()
+	if err != nil {
+		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
+	}
+	if err := wait(ctx, f.AckDelay); err != nil {
+		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
+	}
+	return nil
+}
+
+// receive counts a write that reached the device, in the state file too.
+func (g *Greenhouse) receive(target string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.received[target]++
+	return g.saveLocked()
+}
+
+// Received returns how many writes reached device.capability, across
+// restarts when there is a state file.
+func (g *Greenhouse) Received(device, capability string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.received[device+"."+capability]
+}
+
+// saveLocked rewrites the state file atomically, if there is one. g.mu
+// must be held.
+func (g *Greenhouse) saveLocked() error {
+	if g.stateFile == "" {
 		return nil
 	}
-	switch addr {
-	case "pump":
-		g.st.Pump = v.Bool
-	case "valve":
-		g.st.Valve = v.Bool
-	case "heater":
-		g.st.Heater = v.Bool
+	b, err := json.Marshal(World{State: g.st, Received: g.received})
+	if err != nil {
+		return err
+	}
+	tmp := g.stateFile + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("saving the sim state: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, g.stateFile)
+	}
+	if err != nil {
+		return fmt.Errorf("saving the sim state: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,9 @@ package sim
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,6 +150,49 @@ func TestFaults(t *testing.T) {
 	}
 	if _, err := g.Read(ctx, "pump-1", "speed"); !errors.Is(err, devices.ErrUnknownCapability) {
 		t.Fatalf("Read of unknown capability = %v", err)
+	}
+}
+
+func TestStateFileOutlivesTheDriver(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "world.json")
+	ctx := t.Context()
+	g, err := New(Options{Devices: greenhouseDevices(), StateFile: path,
+		Faults: map[string]Fault{"valve-1": {AckDelay: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	// The valve opens, but its acknowledgement never comes.
+	if err := g.Write(short, "valve-1", "open", devices.Bool(true)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Write with a lost ack = %v", err)
+	}
+	w, err := LoadWorld(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.State.Valve || w.Received["valve-1.open"] != 1 {
+		t.Fatalf("world after a write with a lost ack = %+v", w)
+	}
+	// A new driver on the same file finds the greenhouse as it was left.
+	g2, err := New(Options{Devices: greenhouseDevices(), StateFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, g2, "valve-1", "open"); !got.Equal(devices.Bool(true)) {
+		t.Fatalf("valve after restart = %v", got)
+	}
+	if n := g2.Received("valve-1", "open"); n != 1 {
+		t.Fatalf("Received after restart = %d", n)
+	}
+	if _, err := New(Options{Devices: greenhouseDevices(), Faults: map[string]Fault{"boiler-1": {Stuck: true}}}); err == nil {
+		t.Fatal("New accepted a fault for an unknown device")
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Devices: greenhouseDevices(), StateFile: path}); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("New on a broken state file = %v, want an error naming it", err)
 	}
 }
 

@@ -1,0 +1,368 @@
+package journal
+
+// These tests run the engine on the bbolt journal and a simulated
+// greenhouse, and look at the file itself where it matters.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+func greenhouse() []devices.Device {
+	sensor := func(name string) []devices.Capability {
+		return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: devices.TypeNumber}}
+	}
+	act := func(name string) []devices.Capability {
+		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}
+	}
+	return []devices.Device{
+		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank", Capabilities: sensor("level")},
+		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve", Capabilities: act("open")},
+		{ID: "heater-1", Area: "gh", Driver: "sim", Address: "heater", Capabilities: act("on")},
+	}
+}
+
+// rig is an engine on a bbolt journal in dir, driving a greenhouse whose
+// world lives in a state file, so that a restart finds it as it was.
+type rig struct {
+	t   *testing.T
+	dir string
+	j   *DB
+	g   *sim.Greenhouse
+	e   *runtime.Engine
+	run context.CancelFunc
+	ran chan error
+	// failing is set by a test that makes the journal fail on purpose.
+	failing bool
+}
+
+type rigOptions struct {
+	mode   string
+	rules  []governance.Rule
+	faults map[string]sim.Fault
+	hook   func(ctx context.Context, device, capability string, v devices.Value)
+	jopts  Options
+}
+
+func startRig(t *testing.T, dir string, o rigOptions) *rig {
+	t.Helper()
+	j, err := Open(filepath.Join(dir, FileName), o.jopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := sim.New(sim.Options{Devices: greenhouse(), StateFile: filepath.Join(dir, "world.json"), Faults: o.faults, WriteHook: o.hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg := devices.NewRegistry()
+	if err := reg.Add("sim", g); err != nil {
+		t.Fatal(err)
+	}
+	readBack := &runtime.Confirm{ReadBack: true, Within: time.Second}
+	eng, err := runtime.New(context.Background(), runtime.Options{
+		Registry: reg, Journal: j, Mode: o.mode, Rules: o.rules, DriverTimeout: time.Second,
+		Policies: map[string]runtime.CapPolicy{
+			"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true}, Confirm: readBack},
+			"heater-1.on":  {Effects: &runtime.Declared{Reversible: true, Contained: true, Costs: true}, Confirm: readBack},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &rig{t: t, dir: dir, j: j, g: g, e: eng, run: cancel, ran: make(chan error, 1)}
+	go func() { r.ran <- eng.Run(ctx) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+// stop stops the engine as a clean shutdown does, and closes the journal.
+func (r *rig) stop() {
+	if r.run == nil {
+		return
+	}
+	r.run()
+	r.run = nil
+	<-r.ran
+	_ = r.g.Close()
+	if err := r.j.Close(); err != nil && !(r.failing && errors.Is(err, ErrFailed)) {
+		r.t.Errorf("closing the journal: %v", err)
+	}
+}
+
+// allowValve lets mqtt:alice open and close the valve without asking.
+var allowValve = governance.Rule{ID: "valve-for-alice", Principal: "mqtt:alice", Device: "valve-1", Capability: "open", Decision: governance.DecideAllow}
+
+func do(t *testing.T, e *runtime.Engine, id string, device, capability string, v devices.Value) runtime.Observation {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	obs, err := e.Do(ctx, runtime.Command{Principal: "mqtt:alice", Origin: "mqtt", RequestID: id, Device: device, Capability: capability, Value: v})
+	if err != nil {
+		t.Fatalf("Do %s: %v", id, err)
+	}
+	return obs
+}
+
+// stored reads an attempt from the file, not from memory.
+func stored(t *testing.T, j *DB, key string) (runtime.Attempt, bool) {
+	t.Helper()
+	var a runtime.Attempt
+	var found bool
+	err := j.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bEffects).Get([]byte(key))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return json.Unmarshal(v, &a)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, found
+}
+
+func TestExecutingIsDurableBeforeTheDriverWrites(t *testing.T) {
+	var r *rig
+	var seen atomic.Value
+	r = startRig(t, t.TempDir(), rigOptions{rules: []governance.Rule{allowValve},
+		hook: func(ctx context.Context, device, capability string, v devices.Value) {
+			a, found := stored(t, r.j, "mqtt:alice/cmd-1")
+			seen.Store(string(a.State) + "," + map[bool]string{true: "found", false: "missing"}[found])
+		}})
+	obs := do(t, r.e, "cmd-1", "valve-1", "open", devices.Bool(true))
+	if obs.Kind != runtime.Acted || obs.Receipt.Confirmation != runtime.Confirmed {
+		t.Fatalf("command = %+v", obs)
+	}
+	if got := seen.Load(); got != "executing,found" {
+		t.Fatalf("inside Write the file held the attempt as %v, want executing", got)
+	}
+	if a, _ := stored(t, r.j, "mqtt:alice/cmd-1"); a.State != runtime.AttemptReceipt || a.Receipt == nil {
+		t.Fatalf("after the act the file holds %+v", a)
+	}
+}
+
+func TestIdempotencyHoldsAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
+	first := do(t, r.e, "cmd-7", "valve-1", "open", devices.Bool(true))
+	again := do(t, r.e, "cmd-7", "valve-1", "open", devices.Bool(true))
+	if first.Kind != runtime.Acted || again.Kind != runtime.Acted || !again.Replayed {
+		t.Fatalf("first %+v, again %+v", first, again)
+	}
+	r.stop()
+
+	r = startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
+	after := do(t, r.e, "cmd-7", "valve-1", "open", devices.Bool(true))
+	if after.Kind != runtime.Acted || !after.Replayed || after.Receipt == nil || after.Receipt.Attempt != first.Receipt.Attempt {
+		t.Fatalf("after a restart the same request got %+v, want the first receipt %+v", after, first.Receipt)
+	}
+	other := do(t, r.e, "cmd-7", "valve-1", "open", devices.Bool(false))
+	if other.Kind != runtime.Refused || !strings.Contains(other.Why, "mqtt:alice/cmd-7") || !strings.Contains(other.Why, "different act") {
+		t.Fatalf("same key, different act = %+v", other)
+	}
+	if n := r.g.Received("valve-1", "open"); n != 1 {
+		t.Fatalf("the valve received %d writes, want 1", n)
+	}
+}
+
+// stage writes attempt records straight into a journal, as a gateway that
+// stopped at that state would have left them.
+func stage(t *testing.T, dir, key string, v devices.Value, states ...runtime.AttemptState) runtime.Attempt {
+	t.Helper()
+	j, err := Open(filepath.Join(dir, FileName), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	a := runtime.Attempt{Key: key, ID: "act-" + strings.ReplaceAll(key, "/", "-"), Device: "valve-1", Capability: "open", Value: v,
+		Principal: "mqtt:alice", Updated: time.Now()}
+	for _, s := range states {
+		a.State = s
+		rec := a
+		if _, err := j.Commit(context.Background(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindInvoked, Device: "valve-1"},
+			Durability: runtime.Sync, Attempt: &rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRecoveryAtStart(t *testing.T) {
+	dir := t.TempDir()
+	stage(t, dir, "mqtt:alice/a", devices.Bool(true), runtime.AttemptStaged)
+	stage(t, dir, "mqtt:alice/b", devices.Bool(true), runtime.AttemptStaged, runtime.AttemptAuthorized)
+	// The valve is shut, so an executing "open" did not take effect.
+	c := stage(t, dir, "mqtt:alice/c", devices.Bool(true), runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting)
+
+	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
+	for _, k := range []string{"mqtt:alice/a", "mqtt:alice/b"} {
+		if a, _ := stored(t, r.j, k); a.State != runtime.AttemptRefused || !strings.Contains(a.Why, "abandoned before execution") {
+			t.Fatalf("%s after start = %+v, want refused as abandoned", k, a)
+		}
+	}
+	waitFor(t, "the reconcile read-back", func() bool { return r.g.Count("read", "valve-1", "open") > 0 })
+	if a, _ := stored(t, r.j, c.Key); a.State != runtime.AttemptUnknown {
+		t.Fatalf("executing attempt after start = %+v, want unknown", a)
+	}
+	if locks := r.e.Locks(); len(locks) != 1 || locks[0].ID != c.ID {
+		t.Fatalf("locks = %+v, want the valve locked by %s", locks, c.ID)
+	}
+	obs := do(t, r.e, "new", "valve-1", "open", devices.Bool(false))
+	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "valve-1.open is locked") || !strings.Contains(obs.Why, c.ID) {
+		t.Fatalf("a write to a locked actuator = %+v", obs)
+	}
+	if _, err := r.e.ResolveAttempt(context.Background(), c.ID, "console:bob", false, "checked"); !errors.Is(err, runtime.ErrNotPermitted) {
+		t.Fatalf("resolve by a non-admin = %v", err)
+	}
+	if _, err := r.e.ResolveAttempt(context.Background(), c.ID, "console:root", true, "valve found shut on site"); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := stored(t, r.j, c.Key); a.State != runtime.AttemptReconciled || !strings.Contains(a.Why, "console:root") {
+		t.Fatalf("resolved attempt = %+v", a)
+	}
+	if obs := do(t, r.e, "after", "valve-1", "open", devices.Bool(true)); obs.Kind != runtime.Acted {
+		t.Fatalf("a write after the resolve = %+v", obs)
+	}
+	// Nothing was retried: the only write is the one just made.
+	if n := r.g.Received("valve-1", "open"); n != 1 {
+		t.Fatalf("the valve received %d writes, want 1", n)
+	}
+	if _, err := r.e.ResolveAttempt(context.Background(), c.ID, "console:root", true, "again"); !errors.Is(err, runtime.ErrAttemptNotLocked) {
+		t.Fatalf("resolving twice = %v", err)
+	}
+}
+
+func TestRecoveryReconcilesByReadBack(t *testing.T) {
+	dir := t.TempDir()
+	// The valve is shut and the cut-short attempt was closing it: the
+	// read-back shows the commanded value.
+	c := stage(t, dir, "mqtt:alice/c", devices.Bool(false), runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting)
+	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
+	waitFor(t, "the reconcile", func() bool { a, _ := stored(t, r.j, c.Key); return a.State == runtime.AttemptReconciled })
+	if len(r.e.Locks()) != 0 {
+		t.Fatalf("locks after reconcile = %+v", r.e.Locks())
+	}
+	a, _ := stored(t, r.j, c.Key)
+	if !strings.Contains(a.Why, "equals the commanded value") {
+		t.Fatalf("reconciled attempt = %+v", a)
+	}
+	var kinds []string
+	evs, _ := r.j.Events(context.Background(), 0, 100)
+	for _, ev := range evs {
+		kinds = append(kinds, string(ev.Kind))
+	}
+	got := strings.Join(kinds, " ")
+	if !strings.Contains(got, "recovered alarm") || !strings.Contains(got, "reconciled") {
+		t.Fatalf("events = %s", got)
+	}
+}
+
+func TestPendingApprovalSurvivesARestartAndTheRunResumes(t *testing.T) {
+	dir := t.TempDir()
+	r := startRig(t, dir, rigOptions{})
+	obs := do(t, r.e, "heat", "heater-1", "on", devices.Bool(true))
+	if obs.Kind != runtime.ApprovalRequest {
+		t.Fatalf("command = %+v", obs)
+	}
+	ap := obs.Approval
+	r.stop()
+
+	r = startRig(t, dir, rigOptions{})
+	aps := r.e.Approvals()
+	if len(aps) != 1 || aps[0].ID != ap.ID || !aps[0].Expires.Equal(ap.Expires) || aps[0].Status != runtime.ApprovalPending {
+		t.Fatalf("approvals after restart = %+v, want %s pending until %s", aps, ap.ID, ap.Expires)
+	}
+	// A second request for the heater is still refused, naming it.
+	if o := do(t, r.e, "heat-2", "heater-1", "on", devices.Bool(true)); o.Kind != runtime.Refused || !strings.Contains(o.Why, ap.ID) {
+		t.Fatalf("second request = %+v", o)
+	}
+	if _, err := r.e.Answer(context.Background(), ap.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resumed run to act", func() bool { return r.g.State().Heater })
+	ended, err := r.e.Wait(context.Background(), ap.Run)
+	if err != nil || ended.End != runtime.EndCompleted || ended.Actuations != 1 {
+		t.Fatalf("resumed run = %+v, %v", ended, err)
+	}
+	if n := r.g.Received("heater-1", "on"); n != 1 {
+		t.Fatalf("the heater received %d writes, want 1", n)
+	}
+}
+
+func TestStorageFaultRefusesActuationsButReadsGoOn(t *testing.T) {
+	dir := t.TempDir()
+	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}, jopts: Options{MaxFileSize: 1 << 20}})
+	r.failing = true
+	big := `{"pad":"` + strings.Repeat("x", 8000) + `"}`
+	for r.j.Err() == nil {
+		_, _ = r.j.Commit(context.Background(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindObserved, Body: []byte(big)}, Durability: runtime.Sync})
+	}
+	if err := r.e.Healthy(); err == nil || !strings.Contains(err.Error(), "maximum size") {
+		t.Fatalf("Healthy = %v, want the reason", err)
+	}
+	obs := do(t, r.e, "cmd", "valve-1", "open", devices.Bool(true))
+	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "journal") || !strings.Contains(obs.Why, "maximum size") {
+		t.Fatalf("a write with a failed journal = %+v", obs)
+	}
+	if n := r.g.Received("valve-1", "open"); n != 0 {
+		t.Fatalf("the valve received %d writes with a failed journal", n)
+	}
+	rd, err := r.e.Read(context.Background(), "mqtt:alice", "tank-1", "level")
+	if err != nil || rd.Kind != runtime.Completed || rd.Reading == nil {
+		t.Fatalf("a read with a failed journal = %+v, %v", rd, err)
+	}
+}
+
+func TestCorruptJournalRefusesActuations(t *testing.T) {
+	g, err := sim.New(sim.Options{Devices: greenhouse()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := devices.NewRegistry()
+	_ = reg.Add("sim", g)
+	cause := &CorruptError{Path: "/x/shadowgate.db", Err: errors.New("invalid database")}
+	e, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: Failed(cause), Rules: []governance.Rule{allowValve}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	obs := do(t, e, "cmd", "valve-1", "open", devices.Bool(true))
+	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "is corrupt") {
+		t.Fatalf("a write on a corrupt journal = %+v", obs)
+	}
+	if rd, _ := e.Read(context.Background(), "mqtt:alice", "tank-1", "level"); rd.Kind != runtime.Completed {
+		t.Fatalf("a read on a corrupt journal = %+v", rd)
+	}
+	if g.Count("write", "valve-1", "open") != 0 {
+		t.Fatal("the driver was written")
+	}
+}
