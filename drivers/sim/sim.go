@@ -133,14 +133,14 @@ type Greenhouse struct {
 	stateFile string
 
 	// mu guards everything below.
-	mu      sync.Mutex
-	closed  bool
-	last    time.Time
-	st      State
-	devs    []devices.Device
-	online  []devices.Device // devs minus the offline ones; rebuilt on change
-	byID    map[string]int
-	faults  map[string]Fault
+	mu       sync.Mutex
+	closed   bool
+	last     time.Time
+	st       State
+	devs     []devices.Device
+	online   []devices.Device // devs minus the offline ones; rebuilt on change
+	byID     map[string]int
+	faults   map[string]Fault
 	counts   map[string]int // "op device.capability"
 	written  map[string][]devices.Value
 	received map[string]int // writes received, kept in the state file
