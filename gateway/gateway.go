@@ -115,7 +115,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	logged := make(chan struct{})
 	go func() {
 		defer close(logged)
-		_ = eng.Subscribe(ctx, 0, func(ev runtime.Event) error { logEvent(log, ev); return nil })
+		_ = eng.Subscribe(ctx, eng.RestoredSeq(), func(ev runtime.Event) error { logEvent(log, ev); return nil })
 	}()
 	if opts.Ready != nil {
 		opts.Ready(eng)

@@ -107,6 +107,8 @@ type Engine struct {
 	// unknown: every write to the actuator is refused until it is
 	// reconciled by a read-back or resolved by an admin.
 	locked map[string]Attempt
+	// restoredSeq is the newest sequence in the journal at start.
+	restoredSeq uint64
 }
 
 // pending is an approval waiting for people, and the channel its run waits on.
@@ -138,6 +140,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		locked:    map[string]Attempt{},
 	}
 	e.bus.ch = make(chan struct{})
+	if n, ok := opts.Journal.(notifier); ok {
+		n.Notify(e.bus.publish)
+	}
 	for k, p := range opts.Policies {
 		e.policies[k] = &p
 	}
@@ -364,6 +369,12 @@ func (e *Engine) Subscribe(ctx context.Context, since uint64, fn func(Event) err
 		case <-changed:
 		}
 	}
+}
+
+// notifier is a Journal that writes in the background and says when: its
+// Events return only what is written, and fn is called after each write.
+type notifier interface {
+	Notify(fn func(seq uint64))
 }
 
 // bus wakes subscribers when events are committed.

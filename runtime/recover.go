@@ -29,6 +29,7 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.bus.last = snap.LastSeq
+	e.restoredSeq = snap.LastSeq
 	if snap.Mode != nil {
 		if _, ok := e.modes[snap.Mode.Name]; ok {
 			e.mode = *snap.Mode
@@ -234,6 +235,14 @@ func (e *Engine) ResolveAttempt(ctx context.Context, id, by string, admin bool, 
 		}
 	}
 	return Attempt{}, fmt.Errorf("attempt %s: %w", id, ErrAttemptNotLocked)
+}
+
+// RestoredSeq returns the sequence of the newest event the journal held
+// when the engine started: what came after is this start's.
+func (e *Engine) RestoredSeq() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.restoredSeq
 }
 
 // Locks returns the attempts that hold an actuator locked, oldest first.

@@ -231,6 +231,15 @@ func (r *run) ensureFirst(obs Observation) {
 	}
 }
 
+// snapshot returns a copy of the run's record, or nil for no run.
+func (r *run) snapshot() *RunRecord {
+	if r == nil {
+		return nil
+	}
+	rec := r.record()
+	return &rec
+}
+
 func (r *run) record() RunRecord {
 	r.mu.Lock()
 	defer r.mu.Unlock()

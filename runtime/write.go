@@ -129,14 +129,19 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	pol *CapPolicy, dg, authz string) Observation {
 	a := Attempt{Key: w.key, ID: newID("act"), Run: base.Run, Step: w.step, Device: w.device, Capability: w.capability,
 		Value: w.value, Principal: w.principal, Digest: dg, State: AttemptStaged, Updated: e.now()}
+	// step moves the attempt to state and journals it; a nil body is the
+	// attempt itself, as it stands after the move.
 	step := func(state AttemptState, d Durability, kind Kind, body any) error {
 		a.State, a.Updated = state, e.now()
+		if body == nil {
+			body = attemptBody(&a)
+		}
 		rec := a
 		_, err := e.commit(ctx, d, Event{Kind: kind, Run: base.Run, Step: w.step, Device: w.device}, body,
 			func(en *Entry) { en.Attempt = &rec })
 		return err
 	}
-	if err := step(AttemptStaged, Async, KindInvoked, attemptBody(&a)); err != nil {
+	if err := step(AttemptStaged, Async, KindInvoked, nil); err != nil {
 		return e.failedQuiet(base, "not acting: "+err.Error())
 	}
 	a.Authorization = authz
@@ -150,10 +155,15 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 			func(en *Entry) { en.Attempt = &rec; en.Approval = &used }); err != nil {
 			return e.failedQuiet(base, "not acting: "+err.Error())
 		}
-	} else if err := step(AttemptAuthorized, Async, KindInvoked, attemptBody(&a)); err != nil {
+	} else if err := step(AttemptAuthorized, Async, KindInvoked, nil); err != nil {
 		return e.failedQuiet(base, "not acting: "+err.Error())
 	}
-	if err := step(AttemptExecuting, Sync, KindInvoked, attemptBody(&a)); err != nil {
+	// The executing record also brings the run's record up to this step,
+	// so a start after a crash knows where the run was.
+	a.State, a.Updated = AttemptExecuting, e.now()
+	executing, rr := a, w.run.snapshot()
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindInvoked, Run: base.Run, Step: w.step, Device: w.device}, attemptBody(&a),
+		func(en *Entry) { en.Attempt = &executing; en.Run = rr }); err != nil {
 		return e.failedQuiet(base, "not acting: the intent could not be journaled: "+err.Error())
 	}
 	w.run.charge(true)

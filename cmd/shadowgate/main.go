@@ -2,6 +2,7 @@
 //
 //	shadowgate serve [--config F | --demo]   run the gateway
 //	shadowgate check --config F              check a configuration
+//	shadowgate journal verify|export|tail    read the journal
 //	shadowgate version                       print the version
 //
 // Exit codes: 0 ok, 1 usage, 2 configuration, 3 refused, 4 timeout,
@@ -45,6 +46,7 @@ const usage = `usage: shadowgate <command> [flags]
 commands:
   serve [--config F | --demo] [--log-level L]   run the gateway
   check --config F                              check a configuration and exit
+  journal verify|export|tail [flags]            read the journal (shadowgate journal help)
   version                                       print the version
 `
 
@@ -58,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "check":
 		return check(args[1:], stdout, stderr)
+	case "journal":
+		return journalCmd(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "shadowgate", version)
 		return exitOK

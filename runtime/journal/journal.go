@@ -167,6 +167,15 @@ type DB struct {
 	ring      []runtime.Event
 	open      map[string]runtime.Attempt // attempts not terminal, or not yet written
 	stats     Stats
+	notify    func(seq uint64)
+}
+
+// Notify makes the writer call fn with the newest written sequence after
+// every batch. fn must not block. The engine wakes its subscribers with it.
+func (j *DB) Notify(fn func(seq uint64)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.notify = fn
 }
 
 // item is one queued commit, encoded.
@@ -466,8 +475,9 @@ func (j *DB) Attempt(_ context.Context, key string) (runtime.Attempt, bool, erro
 	return a, a.State != "", err
 }
 
-// Events returns up to limit events with Seq > since, in order: written
-// ones from the file, and the newest (written or queued) from memory.
+// Events returns up to limit written events with Seq > since, in order:
+// older ones from the file, the newest from memory. A queued event is not
+// returned until its batch is written; Notify says when.
 func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Event, error) {
 	if limit <= 0 {
 		limit = 1000
@@ -478,10 +488,10 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 		ringFrom = j.ring[0].Seq
 	}
 	if since+1 >= ringFrom {
-		i := int(since + 1 - ringFrom)
 		var out []runtime.Event
-		if i < len(j.ring) {
-			out = append(out, j.ring[i:min(len(j.ring), i+limit)]...)
+		// Only what is written: an event is served once it is witnessed.
+		for i := int(since + 1 - ringFrom); i < len(j.ring) && len(out) < limit && j.ring[i].Seq <= j.committed; i++ {
+			out = append(out, j.ring[i])
 		}
 		j.mu.Unlock()
 		return out, nil

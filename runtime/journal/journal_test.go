@@ -490,23 +490,37 @@ func TestConcurrentSyncCommitsShareFsyncs(t *testing.T) {
 	}
 }
 
-func TestAsyncCommitIsServedAtOnceAndWrittenSoon(t *testing.T) {
+func TestAsyncCommitIsServedOnceWritten(t *testing.T) {
 	path := tempPath(t)
-	j, err := Open(path, Options{FlushInterval: 20 * time.Millisecond})
+	j, err := Open(path, Options{FlushInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	written := make(chan uint64, 10)
+	j.Notify(func(seq uint64) { written <- seq })
 	out := commit(t, j, runtime.Async, ev(runtime.KindObserved, `{"v":1}`), nil)
+	if evs, _ := j.Events(context.Background(), 0, 10); len(evs) != 0 {
+		t.Fatalf("Events served a queued, unwritten event: %v", evs)
+	}
+	select {
+	case seq := <-written:
+		if seq != out.Seq {
+			t.Fatalf("Notify said %d, want %d", seq, out.Seq)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the async commit was never written")
+	}
 	evs, err := j.Events(context.Background(), 0, 10)
 	if err != nil || len(evs) != 1 || evs[0].Hash != out.Hash {
-		t.Fatalf("Events right after an async commit = %v, %v", evs, err)
+		t.Fatalf("Events after the write = %v, %v", evs, err)
 	}
+	commit(t, j, runtime.Async, ev(runtime.KindObserved, `{"v":2}`), nil)
 	// Closing writes what is queued.
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
 	j = open(t, path, Options{ReadOnly: true})
-	if rep, err := j.Verify(context.Background()); err != nil || rep.Count != 1 {
+	if rep, err := j.Verify(context.Background()); err != nil || rep.Count != 2 {
 		t.Fatalf("after close: %+v, %v", rep, err)
 	}
 	if _, err := j.Commit(context.Background(), runtime.Entry{Event: ev(runtime.KindObserved, `{}`)}); !errors.Is(err, ErrReadOnly) {

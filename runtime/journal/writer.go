@@ -104,6 +104,9 @@ func (j *DB) flushOnce() {
 		return
 	}
 	j.committed = last
+	if j.notify != nil {
+		j.notify(last)
+	}
 	j.stats.Batches++
 	j.stats.Events += uint64(len(batch))
 	j.stats.CommitTime += took
