@@ -27,6 +27,7 @@ FUZZTIME ?= 20s
 fuzz:
 	go test -run '^$$' -fuzz FuzzParseValue -fuzztime $(FUZZTIME) ./devices
 	go test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./gateway
+	go test -run '^$$' -fuzz FuzzDecodeEvent -fuzztime $(FUZZTIME) ./runtime/journal
 
 amd64:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/shadowgate-linux-amd64 ./cmd/shadowgate

@@ -70,6 +70,30 @@ var badConfigs = []struct {
 	{"plan bool as yes", minimal + "plans: [{name: p, steps: [{write: pump-1.on, value: yes}]}]\n", `plans[0].steps[0].value: want a bool, got a string`},
 	{"confirm without read-back", strings.Replace(minimal, "        read_back: true\n", "", 1) + "        confirm: {read_back: true}\n", `confirm.read_back: pump-1.on has no read-back`},
 	{"two documents", minimal + "---\ngateway: {id: u}\n", "more than one YAML document"},
+	{"journal bad size", minimal + "journal: {max_bytes: 12MB}\n", `c.yaml:18: journal.max_bytes: "12MB" is not a size (write it like 128MiB`},
+	{"journal tiny file", minimal + "journal: {max_file_size: 4KiB}\n", `c.yaml:18: journal.max_file_size: 4KiB is too small for a journal`},
+	{"journal bad keep", minimal + "journal: {keep_records: 30d}\n", `c.yaml:18: journal.keep_records: "30d" is not a positive duration`},
+	{"sim fault unknown device", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: {boiler-1: {stuck: true}}}}]", 1),
+		`c.yaml:2: drivers[0].sim.faults.boiler-1: no device boiler-1 on driver sim`},
+	{"sim fault bad delay", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: {pump-1: {ack_delay: forever}}}}]", 1),
+		`drivers[0].sim.faults.pump-1.ack_delay: "forever" is not a positive duration`},
+}
+
+func TestJournalAndSimOptions(t *testing.T) {
+	y := strings.Replace(minimal, "drivers: [{name: sim, type: sim}]",
+		"drivers: [{name: sim, type: sim, sim: {state_file: world.json, faults: {pump-1: {write_delay: 2s, write_error: relay welded}}}}]", 1) +
+		"journal: {max_events: 1000, max_bytes: 64MiB, keep_records: 48h, max_file_size: 1GiB}\n"
+	b, err := Load("c.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := b.Journal; j.MaxEvents != 1000 || j.MaxBytes != 64<<20 || j.KeepRecords != 48*time.Hour || j.MaxFileSize != 1<<30 {
+		t.Fatalf("journal options = %+v", j)
+	}
+	so := b.Sim["sim"]
+	if f := so.Faults["pump-1"]; so.StateFile != "world.json" || f.WriteDelay != 2*time.Second || f.WriteErr == nil || f.WriteErr.Error() != "relay welded" {
+		t.Fatalf("sim options = %+v", so)
+	}
 }
 
 func TestConfigErrorsNameFileLineAndWhat(t *testing.T) {

@@ -185,9 +185,13 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	a.Receipt = rc
 	a.State, a.Updated = AttemptReceipt, e.now()
 	final := a
+	st := &StateRecord{Device: w.device, Capability: w.capability, Receipt: rc}
+	if rd, ok := e.facts.get(target); ok && !rd.At.IsZero() {
+		st.Reading = &rd // the read-back, if there was one
+	}
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindActed, Run: base.Run, Step: w.step, Device: w.device}, rc, func(en *Entry) {
 		en.Attempt = &final
-		en.State = &StateRecord{Device: w.device, Capability: w.capability, Receipt: rc}
+		en.State = st
 	}); err != nil {
 		base.Kind, base.Why, base.Receipt = Failed, "acted, but the receipt could not be journaled: "+err.Error(), rc
 		return base

@@ -33,7 +33,7 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func binary(t *testing.T) string {
+func shadowgateBinary(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		if os.Getenv("SHADOWGATE_E2E") == "1" {
@@ -180,7 +180,7 @@ func world(t *testing.T, dir string) sim.World {
 // is executing in the driver, restarts it, and checks that nothing was lost
 // and nothing repeated.
 func TestCrashDuringActuation(t *testing.T) {
-	bin := binary(t)
+	bin := shadowgateBinary(t)
 	cases := []struct {
 		name  string
 		fault string

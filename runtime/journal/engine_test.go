@@ -366,3 +366,40 @@ func TestCorruptJournalRefusesActuations(t *testing.T) {
 		t.Fatal("the driver was written")
 	}
 }
+
+func TestModeAndRulesSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	r := startRig(t, dir, rigOptions{})
+	obs := do(t, r.e, "heat", "heater-1", "on", devices.Bool(true))
+	if obs.Kind != runtime.ApprovalRequest {
+		t.Fatalf("command = %+v", obs)
+	}
+	if _, err := r.e.Answer(context.Background(), obs.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.ApproveAndRule,
+		RuleFor: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the heater", func() bool { return r.g.State().Heater })
+	if _, _, err := r.e.SetMode(context.Background(), "console:bob", governance.ModeObserve, "leaving for the night"); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+
+	r = startRig(t, dir, rigOptions{})
+	if m := r.e.Mode(context.Background()); m.Name != governance.ModeObserve || m.By != "console:bob" {
+		t.Fatalf("mode after restart = %+v", m)
+	}
+	rules := r.e.Rules()
+	if len(rules) != 1 || rules[0].Rule.Principal != "mqtt:alice" || rules[0].Rule.Device != "heater-1" || rules[0].Rule.MadeBy != "console:bob" {
+		t.Fatalf("rules after restart = %+v", rules)
+	}
+	// The last reading is known before anything is read again.
+	var found bool
+	for _, rd := range r.e.Readings() {
+		if rd.Device == "heater-1" && rd.Capability == "on" && rd.Reading.Value.Equal(devices.Bool(true)) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("readings after restart = %+v", r.e.Readings())
+	}
+}

@@ -160,8 +160,11 @@ type DB struct {
 	next      uint64
 	prevHash  hash
 	queue     []item
+	spare     []item // the last batch's array, reused for the next queue
 	queueFrom time.Time // when the oldest queued item arrived
-	hasSync   bool
+	syncs     int       // sync commits queued
+	expect    int       // sync callers likely queued soon: released by the last write, plus those queued then
+	flushedAt time.Time // when the last write ended
 	cur       *flush // the batch being gathered
 	committed uint64 // newest seq written
 	ring      []runtime.Event
@@ -403,7 +406,7 @@ func (j *DB) Commit(ctx context.Context, e runtime.Entry) (runtime.Event, error)
 	f := j.cur
 	sync := e.Durability == runtime.Sync
 	if sync {
-		j.hasSync = true
+		j.syncs++
 	}
 	j.mu.Unlock()
 	select {

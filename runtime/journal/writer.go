@@ -36,18 +36,34 @@ func (j *DB) writer() {
 	}
 }
 
-// linger waits while the queue holds only async commits, up to
-// FlushInterval after the oldest arrived, so that they share a transaction.
-// A sync commit, a full batch or Close ends the wait.
+// syncGather bounds how long a batch with sync commits waits for the
+// callers the last write released: they come straight back with their next
+// commit, and a batch that waits for them shares one fsync among twice as
+// many. A lone caller never waits.
+const syncGather = 800 * time.Microsecond
+
+// linger waits before a write so that commits share it. A queue of async
+// commits waits up to FlushInterval after the oldest arrived. A queue with
+// sync commits waits only while the callers released by the last write are
+// still coming back, and at most syncGather. A full batch or Close ends
+// any wait.
 func (j *DB) linger() {
 	for {
 		j.mu.Lock()
-		n, sync, from := len(j.queue), j.hasSync, j.queueFrom
+		n, syncs, expect, from, flushed := len(j.queue), j.syncs, j.expect, j.queueFrom, j.flushedAt
 		j.mu.Unlock()
-		if n == 0 || sync || n >= maxBatch {
+		if n == 0 || n >= maxBatch {
 			return
 		}
-		wait := j.opts.FlushInterval - time.Since(from)
+		var wait time.Duration
+		if syncs > 0 {
+			if syncs >= expect {
+				return
+			}
+			wait = syncGather - time.Since(flushed)
+		} else {
+			wait = j.opts.FlushInterval - time.Since(from)
+		}
 		if wait <= 0 {
 			return
 		}
@@ -67,8 +83,8 @@ func (j *DB) linger() {
 // flushOnce writes the queue in one transaction and tells its waiters.
 func (j *DB) flushOnce() {
 	j.mu.Lock()
-	batch, f := j.queue, j.cur
-	j.queue, j.hasSync = nil, false
+	batch, f, released := j.queue, j.cur, j.syncs
+	j.queue, j.spare, j.syncs = j.spare[:0], nil, 0
 	j.cur = &flush{done: make(chan struct{})}
 	failed := j.failed
 	j.mu.Unlock()
@@ -91,6 +107,14 @@ func (j *DB) flushOnce() {
 	first, last := batch[0].ev.Seq, batch[len(batch)-1].ev.Seq
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	defer func() {
+		// Hand the array back for a later queue, holding no entries.
+		clear(batch)
+		if cap(batch) <= 2*maxBatch {
+			j.spare = batch[:0]
+		}
+	}()
+	j.expect, j.flushedAt = released+j.syncs, time.Now()
 	if err != nil {
 		if j.failed == nil {
 			j.failed = fmt.Errorf("%w: writing events %d to %d to %s: %w", ErrFailed, first, last, j.path, err)
@@ -119,7 +143,7 @@ func (j *DB) flushOnce() {
 		for n < len(j.ring) && j.ring[n].Seq <= anchor {
 			n++
 		}
-		j.ring = append(j.ring[:0:0], j.ring[n:]...)
+		j.dropRingLocked(n)
 	}
 	for _, it := range batch {
 		if a := it.ent.Attempt; a != nil && a.State.Terminal() {
@@ -129,13 +153,21 @@ func (j *DB) flushOnce() {
 		}
 	}
 	if extra := len(j.ring) - ringMin; extra > ringMin/4 {
-		// Trim written events only, a quarter at a time.
+		// Trim written events only, a quarter at a time, in place.
 		n := 0
 		for n < extra && j.ring[n].Seq <= j.committed {
 			n++
 		}
-		j.ring = append(j.ring[:0:0], j.ring[n:]...)
+		j.dropRingLocked(n)
 	}
+}
+
+// dropRingLocked drops the oldest n events from memory, keeping the array.
+// j.mu must be held.
+func (j *DB) dropRingLocked(n int) {
+	k := copy(j.ring, j.ring[n:])
+	clear(j.ring[k:])
+	j.ring = j.ring[:k]
 }
 
 // writeBatch stores a batch of events and their records, then prunes the
