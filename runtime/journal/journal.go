@@ -160,13 +160,13 @@ type DB struct {
 	next      uint64
 	prevHash  hash
 	queue     []item
-	spare     []item // the last batch's array, reused for the next queue
+	spare     []item    // the last batch's array, reused for the next queue
 	queueFrom time.Time // when the oldest queued item arrived
 	syncs     int       // sync commits queued
 	expect    int       // sync callers likely queued soon: released by the last write, plus those queued then
 	flushedAt time.Time // when the last write ended
-	cur       *flush // the batch being gathered
-	committed uint64 // newest seq written
+	cur       *flush    // the batch being gathered
+	committed uint64    // newest seq written
 	ring      []runtime.Event
 	open      map[string]runtime.Attempt // attempts not terminal, or not yet written
 	stats     Stats
