@@ -1,14 +1,19 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
 )
 
 // TestRunServesTheDemoAndStopsCleanly runs the real demo wiring, sends a
@@ -53,5 +58,66 @@ func TestRunServesTheDemoAndStopsCleanly(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop within 10s of cancel")
+	}
+}
+
+// runUntilReady starts Run on b and returns its engine; stop ends it and
+// returns Run's error.
+func runUntilReady(t *testing.T, b *Built) (*runtime.Engine, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan *runtime.Engine, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+			Ready: func(e *runtime.Engine) { ready <- e }})
+	}()
+	select {
+	case e := <-ready:
+		return e, func() error { cancel(); return <-done }
+	case err := <-done:
+		cancel()
+		t.Fatalf("Run ended early: %v", err)
+	}
+	return nil, nil
+}
+
+func TestStateDirectoryIsGuardedByItsJournal(t *testing.T) {
+	b, err := Load("demo.yaml", examples.Demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.StateDir = t.TempDir()
+	b.Plans = nil
+	_, stop := runUntilReady(t, b)
+	// A second gateway on the same state directory stops before any device
+	// is touched, naming the holder.
+	err = Run(t.Context(), Options{Config: b})
+	var le *journal.LockedError
+	if !errors.As(err, &le) || le.PID != os.Getpid() {
+		t.Fatalf("second Run = %v, want the journal locked by pid %d", err, os.Getpid())
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A corrupt journal: the gateway runs, reads sensors, refuses writes.
+	if err := os.WriteFile(journal.Path(b.StateDir), bytes.Repeat([]byte("garbage!"), 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, stop := runUntilReady(t, b)
+	if err := e.Healthy(); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("Healthy on a corrupt journal = %v", err)
+	}
+	if obs, _ := e.Read(t.Context(), "test:alice", "tank-1", "level"); obs.Kind != runtime.Completed {
+		t.Fatalf("a read on a corrupt journal = %+v", obs)
+	}
+	obs, err := e.Do(t.Context(), runtime.Command{Principal: "test:alice", Origin: "test", RequestID: "1",
+		Device: "valve-1", Capability: "open", Value: devices.Bool(true)})
+	if err != nil || obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "corrupt") {
+		t.Fatalf("a write on a corrupt journal = %+v, %v", obs, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
