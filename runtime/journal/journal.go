@@ -274,11 +274,11 @@ func (j *DB) init() error {
 		}
 		return nil
 	}
-	if err := j.db.View(check); err != nil {
+	if err := j.view(check); err != nil {
 		return err
 	}
 	if !j.opts.ReadOnly {
-		err := j.db.Update(func(tx *bolt.Tx) error {
+		err := j.update(func(tx *bolt.Tx) error {
 			for _, name := range buckets {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return err
@@ -293,7 +293,7 @@ func (j *DB) init() error {
 			return fmt.Errorf("preparing journal %s: %w", j.path, err)
 		}
 	}
-	return j.db.View(func(tx *bolt.Tx) error {
+	return j.view(func(tx *bolt.Tx) error {
 		jb := tx.Bucket(bJournal)
 		if jb == nil {
 			return nil // a read-only open of an empty file
@@ -312,13 +312,13 @@ func (j *DB) init() error {
 		d, err := decodeEvent(v)
 		if j.opts.ReadOnly {
 			// Reading is for verify and export: Verify says what is wrong.
-			j.next, j.committed = binary.BigEndian.Uint64(k)+1, binary.BigEndian.Uint64(k)
+			j.next, j.committed = keySeq(k)+1, keySeq(k)
 			return nil
 		}
 		if err != nil {
 			return &CorruptError{Path: j.path, Err: fmt.Errorf("the newest event: %w", err)}
 		}
-		if binary.BigEndian.Uint64(k) != d.ev.Seq || chain(d.canonical, d.prev) != d.hash {
+		if keySeq(k) != d.ev.Seq || chain(d.canonical, d.prev) != d.hash {
 			return &CorruptError{Path: j.path, Err: fmt.Errorf("the newest event %d does not match its hash", d.ev.Seq)}
 		}
 		if head, err := j.link(tx, kHead); err != nil {
@@ -457,7 +457,7 @@ func (j *DB) attemptLocked(key string) (runtime.Attempt, error) {
 		return a, nil
 	}
 	var a runtime.Attempt
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bEffects).Get([]byte(key))
 		if v == nil {
 			return nil
@@ -501,7 +501,7 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 	}
 	j.mu.Unlock()
 	var out []runtime.Event
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bJournal).Cursor()
 		for k, v := c.Seek(seqKey(since + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 			if err := ctx.Err(); err != nil {
@@ -509,7 +509,7 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 			}
 			d, err := decodeEvent(v)
 			if err != nil {
-				return &CorruptError{Path: j.path, Err: fmt.Errorf("event %d: %w", binary.BigEndian.Uint64(k), err)}
+				return &CorruptError{Path: j.path, Err: fmt.Errorf("event %d: %w", keySeq(k), err)}
 			}
 			out = append(out, d.ev)
 		}
@@ -539,7 +539,7 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 // capability. It also primes the in-memory index of open attempts.
 func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 	var s runtime.Snapshot
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bMeta) == nil {
 			return nil
 		}
@@ -723,4 +723,31 @@ func readPID(path string) int {
 		return 0
 	}
 	return pid
+}
+
+// keySeq reads a journal key. A key of the wrong length reads as 0, which
+// no event has, so verify reports it.
+func keySeq(k []byte) uint64 {
+	if len(k) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k)
+}
+
+// view and update run a bbolt transaction. bbolt panics on some damaged
+// pages; that becomes a *CorruptError here, never a crash of the gateway.
+func (j *DB) view(fn func(*bolt.Tx) error) (err error) {
+	defer j.recoverCorrupt(&err)
+	return j.db.View(fn)
+}
+
+func (j *DB) update(fn func(*bolt.Tx) error) (err error) {
+	defer j.recoverCorrupt(&err)
+	return j.db.Update(fn)
+}
+
+func (j *DB) recoverCorrupt(err *error) {
+	if p := recover(); p != nil {
+		*err = &CorruptError{Path: j.path, Err: fmt.Errorf("bbolt stopped on a damaged page: %v", p)}
+	}
 }

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,7 +46,7 @@ func (r Report) String() string {
 // error only when it cannot read the file at all.
 func (j *DB) Verify(ctx context.Context) (Report, error) {
 	var r Report
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		jb, meta := tx.Bucket(bJournal), tx.Bucket(bMeta)
 		if jb == nil || meta == nil {
 			r.OK = true
@@ -73,7 +72,7 @@ func (j *DB) Verify(ctx context.Context) (Report, error) {
 					return err
 				}
 			}
-			key := binary.BigEndian.Uint64(k)
+			key := keySeq(k)
 			d, err := decodeEvent(v)
 			switch {
 			case len(k) != 8:

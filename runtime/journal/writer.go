@@ -97,7 +97,7 @@ func (j *DB) flushOnce() {
 	var pruned, anchor uint64
 	if err == nil {
 		t0 := time.Now()
-		err = j.db.Update(func(tx *bolt.Tx) error {
+		err = j.update(func(tx *bolt.Tx) error {
 			var err error
 			pruned, anchor, err = j.writeBatch(tx, batch)
 			return err
@@ -266,7 +266,7 @@ func (j *DB) pruneEvents(tx *bolt.Tx, total int64) (int64, uint64, uint64, error
 	if fk == nil {
 		return total, 0, 0, nil
 	}
-	first, last := binary.BigEndian.Uint64(fk), binary.BigEndian.Uint64(lk)
+	first, last := keySeq(fk), keySeq(lk)
 	count := int64(last - first + 1)
 	if count <= int64(j.opts.MaxEvents) && total <= j.opts.MaxBytes {
 		return total, 0, 0, nil
@@ -277,9 +277,9 @@ func (j *DB) pruneEvents(tx *bolt.Tx, total int64) (int64, uint64, uint64, error
 	for count > 1 && (count > wantCount || total > wantBytes) {
 		k, v := c.First()
 		if len(v) < hashSize {
-			return total, 0, 0, fmt.Errorf("event %d is too short to prune", binary.BigEndian.Uint64(k))
+			return total, 0, 0, fmt.Errorf("event %d is too short to prune", keySeq(k))
 		}
-		anchor.Seq = binary.BigEndian.Uint64(k)
+		anchor.Seq = keySeq(k)
 		copy(anchor.Hash[:], v[len(v)-hashSize:])
 		total -= int64(len(v))
 		if err := c.Delete(); err != nil {
@@ -300,7 +300,7 @@ func (j *DB) pruneEvents(tx *bolt.Tx, total int64) (int64, uint64, uint64, error
 func (j *DB) pruneRecords(now time.Time) {
 	cutoff := now.Add(-j.opts.KeepRecords)
 	var n int
-	err := j.db.Update(func(tx *bolt.Tx) error {
+	err := j.update(func(tx *bolt.Tx) error {
 		n = 0
 		del := func(bucket []byte, old func(v []byte) (bool, error)) error {
 			b := tx.Bucket(bucket)
