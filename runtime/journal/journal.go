@@ -181,12 +181,16 @@ func (j *DB) Notify(fn func(seq uint64)) {
 	j.notify = fn
 }
 
-// item is one queued commit, encoded.
+// item is one queued commit, encoded: nothing of the caller's is kept, so
+// nothing the caller changes later can change what is written.
 type item struct {
-	ev    runtime.Event
-	value []byte
-	hash  hash
-	ent   *runtime.Entry
+	ev      runtime.Event
+	value   []byte
+	hash    hash
+	records []record
+	// terminal is the key of an attempt this commit ends, if any.
+	terminal string
+	state    runtime.AttemptState
 }
 
 // flush is one batch: its waiters learn the outcome when done closes.
@@ -358,6 +362,10 @@ func (j *DB) Commit(ctx context.Context, e runtime.Entry) (runtime.Event, error)
 	if j.opts.ReadOnly {
 		return runtime.Event{}, ErrReadOnly
 	}
+	records, err := encodeRecords(&e)
+	if err != nil {
+		return runtime.Event{}, fmt.Errorf("encoding the records of a %s event: %w", e.Event.Kind, err)
+	}
 	j.mu.Lock()
 	for len(j.queue) >= maxQueue && j.failed == nil && !j.closed {
 		f := j.cur
@@ -396,12 +404,14 @@ func (j *DB) Commit(ctx context.Context, e runtime.Entry) (runtime.Event, error)
 	ev.Prev, ev.Hash = j.prevHash.String(), h.String()
 	j.next++
 	j.prevHash = h
-	ent := e
-	ent.Event = ev
+	it := item{ev: ev, value: value, hash: h, records: records}
+	if a := e.Attempt; a != nil && a.State.Terminal() {
+		it.terminal, it.state = a.Key, a.State
+	}
 	if len(j.queue) == 0 {
 		j.queueFrom = time.Now()
 	}
-	j.queue = append(j.queue, item{ev: ev, value: value, hash: h, ent: &ent})
+	j.queue = append(j.queue, it)
 	j.ring = append(j.ring, ev)
 	f := j.cur
 	sync := e.Durability == runtime.Sync

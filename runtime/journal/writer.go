@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -146,9 +147,9 @@ func (j *DB) flushOnce() {
 		j.dropRingLocked(n)
 	}
 	for _, it := range batch {
-		if a := it.ent.Attempt; a != nil && a.State.Terminal() {
-			if cur, ok := j.open[a.Key]; ok && cur.State == a.State {
-				delete(j.open, a.Key)
+		if it.terminal != "" {
+			if cur, ok := j.open[it.terminal]; ok && cur.State == it.state {
+				delete(j.open, it.terminal)
 			}
 		}
 	}
@@ -184,8 +185,10 @@ func (j *DB) writeBatch(tx *bolt.Tx, batch []item) (uint64, uint64, error) {
 			return 0, 0, fmt.Errorf("event %d: %w", it.ev.Seq, err)
 		}
 		added += int64(len(it.value))
-		if err := putRecords(tx, it.ent); err != nil {
-			return 0, 0, fmt.Errorf("records of event %d: %w", it.ev.Seq, err)
+		for _, r := range it.records {
+			if err := tx.Bucket(r.bucket).Put(r.key, r.value); err != nil {
+				return 0, 0, fmt.Errorf("records of event %d: %w", it.ev.Seq, err)
+			}
 		}
 	}
 	last := batch[len(batch)-1]
@@ -203,54 +206,49 @@ func (j *DB) writeBatch(tx *bolt.Tx, batch []item) (uint64, uint64, error) {
 	return pruned, anchor, meta.Put(kBytes, binary.BigEndian.AppendUint64(nil, uint64(total)))
 }
 
-// putRecords stores the records an entry carries.
-func putRecords(tx *bolt.Tx, e *runtime.Entry) error {
+// record is one put of a record into its bucket.
+type record struct {
+	bucket, key, value []byte
+}
+
+// encodeRecords encodes the records an entry carries, as the caller holds
+// them now.
+func encodeRecords(e *runtime.Entry) ([]record, error) {
+	var out []record
 	put := func(bucket []byte, key string, v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
-		return tx.Bucket(bucket).Put([]byte(key), b)
+		out = append(out, record{bucket: bucket, key: []byte(key), value: b})
+		return nil
 	}
+	var errs []error
 	if a := e.Attempt; a != nil {
-		if err := put(bEffects, a.Key, a); err != nil {
-			return err
-		}
+		errs = append(errs, put(bEffects, a.Key, a))
 	}
 	if a := e.Approval; a != nil {
-		if err := put(bApprovals, a.ID, a); err != nil {
-			return err
-		}
+		errs = append(errs, put(bApprovals, a.ID, a))
 	}
 	if r := e.Rule; r != nil {
-		if err := put(bRules, r.Rule.ID, r); err != nil {
-			return err
-		}
+		errs = append(errs, put(bRules, r.Rule.ID, r))
 	}
 	if r := e.Run; r != nil {
-		if err := put(bRuns, r.ID, r); err != nil {
-			return err
-		}
+		errs = append(errs, put(bRuns, r.ID, r))
 	}
 	if m := e.Mode; m != nil {
-		if err := put(bState, string(kMode), m); err != nil {
-			return err
+		errs = append(errs, put(bState, string(kMode), m))
+	}
+	if st := e.State; st != nil {
+		name := st.Device + "." + st.Capability
+		if st.Reading != nil {
+			errs = append(errs, put(bState, "reading/"+name, st.Reading))
+		}
+		if st.Receipt != nil {
+			errs = append(errs, put(bState, "receipt/"+name, st.Receipt))
 		}
 	}
-	if s := e.State; s != nil {
-		name := s.Device + "." + s.Capability
-		if s.Reading != nil {
-			if err := put(bState, "reading/"+name, s.Reading); err != nil {
-				return err
-			}
-		}
-		if s.Receipt != nil {
-			if err := put(bState, "receipt/"+name, s.Receipt); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return out, errors.Join(errs...)
 }
 
 // pruneEvents deletes the oldest events while the journal holds more than
