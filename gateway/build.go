@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +15,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -38,6 +43,11 @@ type Built struct {
 	Journal journal.Options
 	// Sim holds the options of each sim driver, by driver name.
 	Sim map[string]sim.Options
+	// Users are the accounts of the broker and the console.
+	Users []access.User
+	// MQTT configures the broker; nil when it is turned off. Its Users,
+	// Logger and Now are set by Run.
+	MQTT *mqtt.Options
 }
 
 // Driver types this build knows.
@@ -239,6 +249,8 @@ func (c *checker) build(cfg *Config) *Built {
 		}
 	}
 	b.Journal = c.journal(path{"journal"}, cfg.Journal)
+	b.Users = c.users(cfg.Users)
+	b.MQTT = c.mqtt(path{"mqtt"}, cfg.MQTT, b.GatewayID)
 	b.Sim = map[string]sim.Options{}
 	for i, d := range cfg.Drivers {
 		if d.Sim == nil {
@@ -659,6 +671,122 @@ func (c *checker) simOptions(p path, driver string, sc *SimConfig, devs []device
 			f.ReadErr = errors.New(fc.ReadError)
 		}
 		o.Faults[id] = f
+	}
+	return o
+}
+
+func (c *checker) users(ucs []UserConfig) []access.User {
+	var out []access.User
+	seen := map[string]bool{}
+	for i, uc := range ucs {
+		p := path{"users", i}
+		u := access.User{Name: uc.Name}
+		switch {
+		case !namePattern.MatchString(uc.Name):
+			c.errf(p.with("name"), "%q is not a valid user name (letters, digits, '-' and '_', at most 64)", uc.Name)
+		case seen[uc.Name]:
+			c.errf(p.with("name"), "user %s is defined twice", uc.Name)
+		}
+		seen[uc.Name] = true
+		r, err := access.ParseRole(uc.Role)
+		if err != nil {
+			c.errf(p.with("role"), "%v", err)
+		}
+		u.Role = r
+		hash := uc.PasswordHash
+		switch {
+		case hash != "" && uc.PasswordHashFile != "":
+			c.errf(p, "give password_hash or password_hash_file, not both")
+		case uc.PasswordHashFile != "":
+			f := uc.PasswordHashFile
+			if !filepath.IsAbs(f) {
+				f = filepath.Join(filepath.Dir(c.file), f)
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				c.errf(p.with("password_hash_file"), "%v", err)
+			}
+			hash = strings.TrimSpace(string(b))
+		case hash == "":
+			c.errf(p, "user %s has no password_hash (make one with shadowgate hash-password)", uc.Name)
+		}
+		if hash != "" {
+			if err := access.CheckHash([]byte(hash)); err != nil {
+				c.errf(p.with("password_hash"), "%v", err)
+			}
+		}
+		u.Hash = []byte(hash)
+		if uc.MQTT != nil {
+			u.Publish, u.Subscribe = uc.MQTT.Publish, uc.MQTT.Subscribe
+			for k, f := range append(append([]string{}, uc.MQTT.Publish...), uc.MQTT.Subscribe...) {
+				if !validFilter(f) {
+					c.errf(p.with("mqtt"), "%q (filter %d) is not a valid MQTT topic filter", f, k+1)
+				}
+			}
+			if u.Publish == nil {
+				u.Publish = []string{}
+			}
+			if u.Subscribe == nil {
+				u.Subscribe = []string{}
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// validFilter reports whether f is a valid MQTT topic filter.
+func validFilter(f string) bool {
+	if f == "" {
+		return false
+	}
+	levels := strings.Split(f, "/")
+	for i, l := range levels {
+		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
+			return false
+		}
+		if strings.Contains(l, "+") && l != "+" {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) mqtt(p path, mc MQTTConfig, gatewayID string) *mqtt.Options {
+	if mc.Enabled != nil && !*mc.Enabled {
+		return nil
+	}
+	o := &mqtt.Options{Prefix: "shadowgate/" + gatewayID + "/", Listen: mc.Listen, MaxClients: mc.MaxClients,
+		CommandsPerMinute: mc.Commands.PerMinute, CommandBurst: mc.Commands.Burst}
+	if o.Listen == "" {
+		o.Listen = ":1883"
+	}
+	if mc.MaxClients < 0 || mc.Commands.PerMinute < 0 || mc.Commands.Burst < 0 {
+		c.errf(p, "max_clients and commands cannot be negative")
+	}
+	o.MaxPayload = int(c.size(p.with("max_payload"), mc.MaxPayload))
+	if mc.Anonymous != "" {
+		r, err := access.ParseRole(mc.Anonymous)
+		if err != nil {
+			c.errf(p.with("anonymous"), "%v", err)
+		}
+		o.Anonymous = &r
+	}
+	if t := mc.TLS; t != nil {
+		o.TLSListen = t.Listen
+		if t.Listen == "" || t.CertFile == "" || t.KeyFile == "" {
+			c.errf(p.with("tls"), "tls needs listen, cert_file and key_file")
+		} else if cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			c.errf(p.with("tls"), "loading the certificate: %v", err)
+		} else {
+			o.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+	}
+	if w := mc.Websocket; w != nil {
+		if w.Listen == "" {
+			c.errf(p.with("websocket", "listen"), "websocket needs listen")
+		}
+		o.WebsocketListen = w.Listen
 	}
 	return o
 }

@@ -24,6 +24,67 @@ type Config struct {
 	Plans     []PlanConfig    `yaml:"plans"`
 	Leases    LeaseDefaults   `yaml:"leases"`
 	Journal   JournalConfig   `yaml:"journal"`
+	Users     []UserConfig    `yaml:"users"`
+	MQTT      MQTTConfig      `yaml:"mqtt"`
+}
+
+// UserConfig is one account of the MQTT broker and the console.
+type UserConfig struct {
+	Name string `yaml:"name"`
+	// Role is viewer, operator, approver or admin.
+	Role string `yaml:"role"`
+	// PasswordHash is a bcrypt hash (shadowgate hash-password makes one);
+	// PasswordHashFile names a file holding it instead.
+	PasswordHash     string `yaml:"password_hash"`
+	PasswordHashFile string `yaml:"password_hash_file"`
+	// MQTT narrows what the user may publish and subscribe to.
+	MQTT *UserMQTTConfig `yaml:"mqtt"`
+}
+
+// UserMQTTConfig lists MQTT topic filters; an absent list means the
+// role's defaults.
+type UserMQTTConfig struct {
+	Publish   []string `yaml:"publish"`
+	Subscribe []string `yaml:"subscribe"`
+}
+
+// MQTTConfig is the embedded broker.
+type MQTTConfig struct {
+	// Enabled turns the broker off when false. Default on.
+	Enabled *bool `yaml:"enabled"`
+	// Listen is the plain TCP address. Default ":1883".
+	Listen string `yaml:"listen"`
+	// TLS serves MQTT over TLS too.
+	TLS *TLSListenConfig `yaml:"tls"`
+	// Websocket serves MQTT over websockets too.
+	Websocket *ListenConfig `yaml:"websocket"`
+	// Anonymous is the role of a client without a username; absent means
+	// such clients are refused.
+	Anonymous string `yaml:"anonymous"`
+	// MaxClients caps connected clients. Default 100.
+	MaxClients int `yaml:"max_clients"`
+	// MaxPayload bounds a command payload. Default 64KiB.
+	MaxPayload string `yaml:"max_payload"`
+	// Commands bounds each user's commands.
+	Commands RateConfig `yaml:"commands"`
+}
+
+// ListenConfig is an address to listen on.
+type ListenConfig struct {
+	Listen string `yaml:"listen"`
+}
+
+// TLSListenConfig is an address with a certificate.
+type TLSListenConfig struct {
+	Listen   string `yaml:"listen"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// RateConfig is a rate with a burst.
+type RateConfig struct {
+	PerMinute int `yaml:"per_minute"`
+	Burst     int `yaml:"burst"`
 }
 
 // JournalConfig bounds what the journal keeps. The defaults suit an SD card.

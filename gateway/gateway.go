@@ -19,6 +19,8 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
 )
@@ -31,8 +33,15 @@ type Options struct {
 	Demo bool
 	// Logger receives logs and the readable event stream. Nil discards.
 	Logger *slog.Logger
-	// Ready, if set, is called with the engine once it runs.
-	Ready func(*runtime.Engine)
+	// Ready, if set, is called once the gateway serves.
+	Ready func(Parts)
+}
+
+// Parts are the running pieces of a gateway, for tests and embedding.
+type Parts struct {
+	Engine *runtime.Engine
+	// MQTT is the broker, or nil when it is turned off.
+	MQTT *mqtt.Broker
 }
 
 // Run runs the gateway until ctx is done. It returns nil on a clean stop.
@@ -110,18 +119,58 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("starting the engine: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var broker *mqtt.Broker
+	if cfg.MQTT != nil {
+		mo := *cfg.MQTT
+		users, err := access.NewUsers(cfg.Users)
+		if err != nil {
+			return fmt.Errorf("users: %w", err)
+		}
+		mo.Users, mo.Logger = users, log.With("component", "mqtt")
+		if broker, err = mqtt.New(eng, mo); err != nil {
+			_ = eng.Close()
+			return err
+		}
+	}
+
+	// The engine outlives the surfaces: they stop taking requests first.
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
 	logged := make(chan struct{})
 	go func() {
 		defer close(logged)
-		_ = eng.Subscribe(ctx, eng.RestoredSeq(), func(ev runtime.Event) error { logEvent(log, ev); return nil })
+		_ = eng.Subscribe(engCtx, eng.RestoredSeq(), func(ev runtime.Event) error { logEvent(log, ev); return nil })
 	}()
-	if opts.Ready != nil {
-		opts.Ready(eng)
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- eng.Run(engCtx) }()
+	surfaces, stopSurfaces := context.WithCancel(ctx)
+	defer stopSurfaces()
+	var brokerErr error
+	var brokerDone chan struct{} // nil, never ready, without a broker
+	if broker != nil {
+		brokerDone = make(chan struct{})
+		go func() {
+			defer close(brokerDone)
+			if brokerErr = broker.Run(surfaces); brokerErr != nil {
+				log.Error("the mqtt broker stopped", "error", brokerErr)
+			}
+		}()
 	}
-	runErr := eng.Run(ctx)
-	cancel()
+	if opts.Ready != nil {
+		opts.Ready(Parts{Engine: eng, MQTT: broker})
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-engineDone:
+		engineDone <- err
+	case <-brokerDone:
+	}
+	stopSurfaces()
+	if brokerDone != nil {
+		<-brokerDone
+	}
+	stopEngine()
+	runErr := errors.Join(<-engineDone, brokerErr)
 	<-logged
 	log.Info("gateway stopped")
 	return runErr

@@ -19,17 +19,14 @@ import (
 // TestRunServesTheDemoAndStopsCleanly runs the real demo wiring, sends a
 // command through the engine, and stops it with its context.
 func TestRunServesTheDemoAndStopsCleanly(t *testing.T) {
-	b, err := Load("demo.yaml", examples.Demo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := demoOnFreePorts(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ready := make(chan *runtime.Engine, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{Config: b, Demo: true, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
-			Ready: func(e *runtime.Engine) { ready <- e }})
+			Ready: func(p Parts) { ready <- p.Engine }})
 	}()
 	var e *runtime.Engine
 	select {
@@ -61,6 +58,19 @@ func TestRunServesTheDemoAndStopsCleanly(t *testing.T) {
 	}
 }
 
+// demoOnFreePorts is the demo configuration listening on free ports.
+func demoOnFreePorts(t *testing.T) *Built {
+	t.Helper()
+	b, err := Load("demo.yaml", examples.Demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.MQTT != nil {
+		b.MQTT.Listen = "127.0.0.1:0"
+	}
+	return b
+}
+
 // runUntilReady starts Run on b and returns its engine; stop ends it and
 // returns Run's error.
 func runUntilReady(t *testing.T, b *Built) (*runtime.Engine, func() error) {
@@ -70,7 +80,7 @@ func runUntilReady(t *testing.T, b *Built) (*runtime.Engine, func() error) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
-			Ready: func(e *runtime.Engine) { ready <- e }})
+			Ready: func(p Parts) { ready <- p.Engine }})
 	}()
 	select {
 	case e := <-ready:
@@ -83,16 +93,13 @@ func runUntilReady(t *testing.T, b *Built) (*runtime.Engine, func() error) {
 }
 
 func TestStateDirectoryIsGuardedByItsJournal(t *testing.T) {
-	b, err := Load("demo.yaml", examples.Demo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := demoOnFreePorts(t)
 	b.StateDir = t.TempDir()
 	b.Plans = nil
 	_, stop := runUntilReady(t, b)
 	// A second gateway on the same state directory stops before any device
 	// is touched, naming the holder.
-	err = Run(t.Context(), Options{Config: b})
+	err := Run(t.Context(), Options{Config: b})
 	var le *journal.LockedError
 	if !errors.As(err, &le) || le.PID != os.Getpid() {
 		t.Fatalf("second Run = %v, want the journal locked by pid %d", err, os.Getpid())

@@ -109,6 +109,8 @@ type Engine struct {
 	locked map[string]Attempt
 	// restoredSeq is the newest sequence in the journal at start.
 	restoredSeq uint64
+	// receipts holds the latest receipt of each actuator.
+	receipts map[string]Receipt
 }
 
 // pending is an approval waiting for people, and the channel its run waits on.
@@ -138,6 +140,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		changes:   map[string]*changes{},
 		actLocks:  map[string]chan struct{}{},
 		locked:    map[string]Attempt{},
+		receipts:  map[string]Receipt{},
 	}
 	e.bus.ch = make(chan struct{})
 	if n, ok := opts.Journal.(notifier); ok {

@@ -45,6 +45,9 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 		if st.Reading != nil {
 			e.facts.put(ref(st.Device, st.Capability), *st.Reading)
 		}
+		if st.Receipt != nil {
+			e.receipts[ref(st.Device, st.Capability)] = *st.Receipt
+		}
 	}
 	for _, a := range snap.Open {
 		e.recoverAttemptLocked(ctx, a)

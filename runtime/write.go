@@ -196,6 +196,9 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		base.Kind, base.Why, base.Receipt = Failed, "acted, but the receipt could not be journaled: "+err.Error(), rc
 		return base
 	}
+	e.mu.Lock()
+	e.receipts[target] = *rc
+	e.mu.Unlock()
 	if rc.Confirmation == Contradicted {
 		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: base.Run, Step: w.step, Device: w.device},
 			map[string]any{"device": w.device, "capability": w.capability, "why": rc.Detail, "attempt": a.ID}, nil)

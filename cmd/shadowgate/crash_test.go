@@ -60,6 +60,7 @@ func crashConfig(dir, fault, every string) string {
   id: crash
   state_dir: ` + filepath.Join(dir, "state") + `
 mode: supervised
+mqtt: {listen: "127.0.0.1:0"}
 drivers:
   - name: sim
     type: sim

@@ -1,0 +1,226 @@
+// Package access holds who may use the gateway's surfaces: users with a
+// role and a bcrypt password hash, checked in constant time whether or not
+// the user exists, and a limiter that slows down guessing per client
+// address. The MQTT broker and the HTTP console share it.
+package access
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Role is what a user may do. Each role may do what the ones below it may.
+type Role int
+
+// The roles, weakest first.
+const (
+	Viewer Role = iota + 1
+	Operator
+	Approver
+	Admin
+)
+
+var roleNames = map[Role]string{Viewer: "viewer", Operator: "operator", Approver: "approver", Admin: "admin"}
+
+func (r Role) String() string {
+	if s, ok := roleNames[r]; ok {
+		return s
+	}
+	return fmt.Sprintf("role(%d)", int(r))
+}
+
+// ParseRole reads a role by name.
+func ParseRole(s string) (Role, error) {
+	for r, name := range roleNames {
+		if name == s {
+			return r, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown role %q (want viewer, operator, approver or admin)", s)
+}
+
+// AtLeast reports whether r may do what min may.
+func (r Role) AtLeast(min Role) bool { return r >= min }
+
+// User is one account.
+type User struct {
+	Name string
+	Role Role
+	// Hash is the bcrypt hash of the password.
+	Hash []byte
+	// Publish and Subscribe are MQTT topic filters the user may use; nil
+	// means the defaults of the role.
+	Publish, Subscribe []string
+}
+
+// CheckHash reports whether h is a bcrypt hash this build accepts.
+func CheckHash(h []byte) error {
+	if _, err := bcrypt.Cost(h); err != nil {
+		return errors.New("not a bcrypt hash (make one with shadowgate hash-password)")
+	}
+	return nil
+}
+
+// Users is a set of accounts, safe for concurrent use once built.
+type Users struct {
+	byName map[string]*User
+}
+
+// NewUsers builds the set; names must be unique and hashes bcrypt.
+func NewUsers(us []User) (*Users, error) {
+	s := &Users{byName: map[string]*User{}}
+	for i := range us {
+		u := us[i]
+		if u.Name == "" {
+			return nil, errors.New("a user has no name")
+		}
+		if _, dup := s.byName[u.Name]; dup {
+			return nil, fmt.Errorf("user %s is defined twice", u.Name)
+		}
+		if err := CheckHash(u.Hash); err != nil {
+			return nil, fmt.Errorf("user %s: %w", u.Name, err)
+		}
+		s.byName[u.Name] = &u
+	}
+	return s, nil
+}
+
+// Lookup returns a user by name.
+func (s *Users) Lookup(name string) (*User, bool) {
+	u, ok := s.byName[name]
+	return u, ok
+}
+
+// Names returns the user names, sorted.
+func (s *Users) Names() []string {
+	out := make([]string, 0, len(s.byName))
+	for n := range s.byName {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// dummyHash is compared against when the user does not exist, so that a
+// wrong name costs as much time as a wrong password.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("shadowgate: no such user"), bcrypt.DefaultCost)
+
+// Check returns the user when name and password match.
+func (s *Users) Check(name string, password []byte) (*User, bool) {
+	u, ok := s.byName[name]
+	h := dummyHash
+	if ok {
+		h = u.Hash
+	}
+	if bcrypt.CompareHashAndPassword(h, password) != nil || !ok {
+		return nil, false
+	}
+	return u, true
+}
+
+// HashPassword returns a bcrypt hash of password at the default cost.
+func HashPassword(password []byte) ([]byte, error) {
+	if len(password) < 8 {
+		return nil, errors.New("a password needs at least 8 characters")
+	}
+	return bcrypt.GenerateFromPassword(password, bcrypt.DefaultCost)
+}
+
+// Limiter slows down password guessing: after MaxFailures failures from
+// one address within Window, that address is refused without a check
+// until Window has passed since its last failure. It also rate-limits the
+// log lines about failures. The zero value is not usable; use NewLimiter.
+type Limiter struct {
+	MaxFailures int
+	Window      time.Duration
+	log         *slog.Logger
+	now         func() time.Time
+
+	// mu guards by.
+	mu sync.Mutex
+	by map[string]*failures
+}
+
+type failures struct {
+	count    int
+	first    time.Time
+	last     time.Time
+	logged   time.Time
+	unlogged int
+}
+
+// NewLimiter returns a limiter allowing 5 failures a minute per address,
+// logging to log as surface ("mqtt", "console").
+func NewLimiter(log *slog.Logger, now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{MaxFailures: 5, Window: time.Minute, log: log, now: now, by: map[string]*failures{}}
+}
+
+// host strips the port of a remote address.
+func host(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// Blocked reports whether addr must wait before trying again.
+func (l *Limiter) Blocked(addr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.by[host(addr)]
+	return ok && f.count >= l.MaxFailures && l.now().Sub(f.last) < l.Window
+}
+
+// Failed records a failed login of user from addr on surface and logs it,
+// at most once per 30s per address. The password is never logged.
+func (l *Limiter) Failed(surface, addr, user, why string) {
+	now := l.now()
+	h := host(addr)
+	l.mu.Lock()
+	f, ok := l.by[h]
+	if !ok || now.Sub(f.last) >= l.Window {
+		f = &failures{first: now}
+		l.by[h] = f
+	}
+	f.count++
+	f.last = now
+	f.unlogged++
+	logIt := now.Sub(f.logged) >= 30*time.Second
+	n := f.unlogged
+	if logIt {
+		f.logged, f.unlogged = now, 0
+	}
+	if len(l.by) > 10000 {
+		l.pruneLocked(now)
+	}
+	l.mu.Unlock()
+	if logIt {
+		l.log.Warn("login failed", "surface", surface, "remote", addr, "user", strings.ToValidUTF8(user, "?"), "why", why, "failures", n)
+	}
+}
+
+// Succeeded forgets the failures of addr.
+func (l *Limiter) Succeeded(addr string) {
+	l.mu.Lock()
+	delete(l.by, host(addr))
+	l.mu.Unlock()
+}
+
+func (l *Limiter) pruneLocked(now time.Time) {
+	for h, f := range l.by {
+		if now.Sub(f.last) >= l.Window {
+			delete(l.by, h)
+		}
+	}
+}

@@ -1,0 +1,368 @@
+package mqtt
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// Options configure the broker. The zero value of each field means its
+// default.
+type Options struct {
+	// Prefix is the gateway's topic prefix, ending in "/":
+	// "shadowgate/<gateway-id>/".
+	Prefix string
+	// Listen is the plain TCP address; empty means no plain listener.
+	Listen string
+	// TLSListen with TLS serves MQTT over TLS.
+	TLSListen string
+	TLS       *tls.Config
+	// WebsocketListen serves MQTT over websockets.
+	WebsocketListen string
+	// MaxClients caps connected clients. Default 100.
+	MaxClients int
+	// MaxPayload bounds a command payload. Default 64 KiB.
+	MaxPayload int
+	// Users may connect; Anonymous, if set, is the role a client without a
+	// username gets. Nil refuses anonymous clients.
+	Users     *access.Users
+	Anonymous *access.Role
+	// CommandsPerMinute and CommandBurst bound each principal's commands.
+	// Defaults 60 and 20.
+	CommandsPerMinute, CommandBurst int
+	// CommandTimeout bounds one command's governed step. Default 30s.
+	CommandTimeout time.Duration
+	Logger         *slog.Logger
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxClients <= 0 {
+		o.MaxClients = 100
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = 64 << 10
+	}
+	if o.CommandsPerMinute <= 0 {
+		o.CommandsPerMinute = 60
+	}
+	if o.CommandBurst <= 0 {
+		o.CommandBurst = 20
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Stats count what the broker refused and did.
+type Stats struct {
+	Clients         int64
+	DeniedPublishes int64
+	DeniedSubscribe int64
+	FailedLogins    int64
+	Commands        int64
+	RateLimited     int64
+}
+
+// Broker is the embedded MQTT broker with the gateway's auth, ACL and
+// command topics. Every command is a governed run of the engine.
+type Broker struct {
+	opts    Options
+	eng     *runtime.Engine
+	srv     *mochi.Server
+	replier *mochi.Client // publishes replies that carry v5 properties
+	log     *slog.Logger
+	limiter *access.Limiter
+	rate    *rates
+
+	deniedPub, deniedSub, failedLogins, commands, rateLimited atomic.Int64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu guards addrs and stopping.
+	mu       sync.Mutex
+	addrs    map[string]string
+	stopping bool
+}
+
+// spawn runs fn in a goroutine the broker waits for, unless it is stopping.
+func (b *Broker) spawn(fn func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopping {
+		return
+	}
+	b.wg.Go(fn)
+}
+
+// New builds the broker and binds its listeners; Start serves.
+func New(eng *runtime.Engine, opts Options) (*Broker, error) {
+	opts.setDefaults()
+	if !strings.HasSuffix(opts.Prefix, "/") || strings.ContainsAny(opts.Prefix, "#+") {
+		return nil, fmt.Errorf("topic prefix %q must end in / and hold no wildcard", opts.Prefix)
+	}
+	if opts.Users == nil {
+		opts.Users, _ = access.NewUsers(nil)
+	}
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumMessageExpiryInterval = 0 // retained state never expires
+	caps.MaximumClients = int64(opts.MaxClients)
+	// A packet may carry a command of MaxPayload with room for its topic
+	// and properties; larger ones are refused by the broker itself.
+	caps.MaximumPacketSize = uint32(opts.MaxPayload + 64<<10)
+	b := &Broker{opts: opts, eng: eng, log: opts.Logger, addrs: map[string]string{},
+		limiter: access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
+	b.srv = mochi.New(&mochi.Options{
+		Capabilities: caps, InlineClient: true, SysTopicResendInterval: 30,
+		Logger: opts.Logger.With("part", "mochi"),
+	})
+	b.replier = b.srv.NewClient(nil, mochi.LocalListener, "shadowgate-replies", true)
+	b.replier.Properties.ProtocolVersion = 5
+	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
+		return nil, fmt.Errorf("adding the broker hook: %w", err)
+	}
+	add := func(l listeners.Listener, kind string) error {
+		if err := b.srv.AddListener(l); err != nil {
+			return fmt.Errorf("mqtt %s listener: %w", kind, err)
+		}
+		b.addrs[kind] = l.Address()
+		return nil
+	}
+	var err error
+	if opts.Listen != "" {
+		err = errors.Join(err, add(listeners.NewTCP(listeners.Config{ID: "tcp", Address: opts.Listen}), "tcp"))
+	}
+	if opts.TLSListen != "" {
+		if opts.TLS == nil {
+			return nil, errors.New("mqtt tls listener without a certificate")
+		}
+		err = errors.Join(err, add(listeners.NewTCP(listeners.Config{ID: "tls", Address: opts.TLSListen, TLSConfig: opts.TLS}), "tls"))
+	}
+	if opts.WebsocketListen != "" {
+		err = errors.Join(err, add(listeners.NewWebsocket(listeners.Config{ID: "ws", Address: opts.WebsocketListen}), "ws"))
+	}
+	if err != nil {
+		_ = b.srv.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Addr returns the bound address of a listener: "tcp", "tls" or "ws".
+func (b *Broker) Addr(kind string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.addrs[kind]
+}
+
+// Run serves until ctx is done, then closes every client and waits for
+// the broker's goroutines. It publishes the retained state and pending
+// approvals first, then follows the journal.
+func (b *Broker) Run(ctx context.Context) error {
+	b.ctx, b.cancel = context.WithCancel(ctx)
+	defer b.cancel()
+	since := b.eng.RestoredSeq()
+	b.publishInitial()
+	if err := b.srv.Serve(); err != nil {
+		return fmt.Errorf("serving mqtt: %w", err)
+	}
+	b.log.Info("mqtt broker serving", "tcp", b.Addr("tcp"), "tls", b.Addr("tls"), "ws", b.Addr("ws"), "prefix", b.opts.Prefix)
+	b.spawn(func() { b.follow(b.ctx, since) })
+	<-b.ctx.Done()
+	err := b.srv.Close()
+	b.mu.Lock()
+	b.stopping = true
+	b.mu.Unlock()
+	b.wg.Wait()
+	return err
+}
+
+// Stats returns the counters.
+func (b *Broker) Stats() Stats {
+	return Stats{
+		Clients:         b.srv.Info.ClientsConnected,
+		DeniedPublishes: b.deniedPub.Load(),
+		DeniedSubscribe: b.deniedSub.Load(),
+		FailedLogins:    b.failedLogins.Load(),
+		Commands:        b.commands.Load(),
+		RateLimited:     b.rateLimited.Load(),
+	}
+}
+
+// publish sends a message from the gateway itself at QoS 1.
+func (b *Broker) publish(rel string, v any, retain bool) {
+	var payload []byte
+	if v != nil {
+		var err error
+		if payload, err = marshal(v); err != nil {
+			b.log.Error("mqtt message not encoded", "topic", rel, "error", err)
+			return
+		}
+	}
+	if err := b.srv.Publish(b.opts.Prefix+rel, payload, retain, 1); err != nil {
+		b.log.Warn("mqtt publish failed", "topic", rel, "error", err)
+	}
+}
+
+// marshal encodes JSON without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// hook is the broker's auth, ACL and command hook.
+type hook struct {
+	mochi.HookBase
+	b *Broker
+}
+
+func (h *hook) ID() string { return "shadowgate" }
+
+func (h *hook) Provides(b byte) bool {
+	return bytes.Contains([]byte{mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish}, []byte{b})
+}
+
+// clientUser is who a connected client is: its user, or the anonymous role.
+func (b *Broker) clientUser(cl *mochi.Client) (*access.User, bool) {
+	name := string(cl.Properties.Username)
+	if name == "" {
+		if b.opts.Anonymous == nil {
+			return nil, false
+		}
+		return &access.User{Name: "anonymous", Role: *b.opts.Anonymous}, true
+	}
+	return b.opts.Users.Lookup(name)
+}
+
+func (h *hook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
+	b := h.b
+	addr := cl.Net.Remote
+	name := string(pk.Connect.Username)
+	if b.limiter.Blocked(addr) {
+		b.failedLogins.Add(1)
+		b.limiter.Failed("mqtt", addr, name, "too many failures from this address; waiting")
+		return false
+	}
+	if name == "" && len(pk.Connect.Password) == 0 {
+		if b.opts.Anonymous != nil {
+			return true
+		}
+		b.failedLogins.Add(1)
+		b.limiter.Failed("mqtt", addr, "", "anonymous clients are refused")
+		return false
+	}
+	if _, ok := b.opts.Users.Check(name, pk.Connect.Password); !ok {
+		b.failedLogins.Add(1)
+		b.limiter.Failed("mqtt", addr, name, "wrong user or password")
+		return false
+	}
+	b.limiter.Succeeded(addr)
+	return true
+}
+
+// defaultPublish and defaultSubscribe are the filters of a user who lists none.
+func (b *Broker) defaultPublish(r access.Role) []string {
+	if !r.AtLeast(access.Operator) {
+		return nil
+	}
+	return []string{b.opts.Prefix + "cmd/#", b.opts.Prefix + "run/#"}
+}
+
+func (b *Broker) defaultSubscribe() []string { return []string{b.opts.Prefix + "#"} }
+
+// allowed reports whether the client may publish to a topic (write) or
+// subscribe to a filter.
+func (b *Broker) allowed(cl *mochi.Client, topic string, write bool) bool {
+	u, ok := b.clientUser(cl)
+	if !ok {
+		return false
+	}
+	if write {
+		if rel, under := strings.CutPrefix(topic, b.opts.Prefix); under && reserved(rel) {
+			return false // only the gateway speaks here
+		}
+		if !u.Role.AtLeast(access.Operator) {
+			return false
+		}
+		filters := u.Publish
+		if filters == nil {
+			filters = b.defaultPublish(u.Role)
+		}
+		for _, f := range filters {
+			if Matches(f, topic) {
+				return true
+			}
+		}
+		return false
+	}
+	filters := u.Subscribe
+	if filters == nil {
+		filters = b.defaultSubscribe()
+	}
+	for _, f := range filters {
+		if Covers(f, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *hook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
+	if cl.Net.Inline {
+		return true
+	}
+	ok := h.b.allowed(cl, topic, write)
+	if !ok {
+		if write {
+			h.b.deniedPub.Add(1)
+		} else {
+			h.b.deniedSub.Add(1)
+		}
+		h.b.log.Debug("mqtt acl denied", "client", cl.ID, "user", string(cl.Properties.Username), "topic", topic, "write", write)
+	}
+	return ok
+}
+
+// OnPublish takes the command topics: each publish there is a governed
+// run, answered with a reply, and never delivered to subscribers.
+func (h *hook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	b := h.b
+	if cl.Net.Inline {
+		return pk, nil
+	}
+	rel, under := strings.CutPrefix(pk.TopicName, b.opts.Prefix)
+	if !under {
+		return pk, nil // an ordinary topic the ACL allowed
+	}
+	b.handle(cl, pk, rel)
+	return pk, packets.CodeSuccessIgnore
+}

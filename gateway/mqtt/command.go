@@ -1,0 +1,234 @@
+package mqtt
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// Request is a parsed command payload.
+type Request struct {
+	// ID is the idempotency key given by the sender, or empty.
+	ID     string
+	Reason string
+	// Value is what to write; zero for a read.
+	Value devices.Value
+	// Expires, if set, is when the command goes stale; At, if set, is when
+	// it was sent. A stale command is refused, never executed late.
+	Expires time.Time
+	At      time.Time
+}
+
+// MaxIDLength bounds a request id.
+const MaxIDLength = 128
+
+// body is the object form of a payload.
+type body struct {
+	Value   json.RawMessage `json:"value"`
+	ID      *string         `json:"id"`
+	Reason  *string         `json:"reason"`
+	Expires *string         `json:"expires"`
+	At      *string         `json:"at"`
+}
+
+// ParseCommand parses the payload of cmd/<device>/<capability>: a JSON
+// object {"value": v, "id": "…", "reason": "…", "expires": "RFC 3339",
+// "at": "RFC 3339"}, every field optional, or a bare JSON scalar that is
+// the value. No value means a read. The value must be of type t (one of
+// enum for an enum). Errors name the field that is wrong.
+func ParseCommand(payload []byte, t devices.Type, enum []string) (Request, error) {
+	var r Request
+	p := bytes.TrimLeft(payload, " \t\r\n")
+	if len(p) == 0 {
+		return r, nil
+	}
+	if p[0] != '{' {
+		v, err := devices.ParseValue(t, payload, enum)
+		if err != nil {
+			return r, fmt.Errorf("value: %w", err)
+		}
+		r.Value = v
+		return r, nil
+	}
+	b, err := decodeBody(payload)
+	if err != nil {
+		return r, err
+	}
+	if err := b.common(&r); err != nil {
+		return r, err
+	}
+	if len(b.Value) > 0 && !bytes.Equal(bytes.TrimSpace(b.Value), []byte("null")) {
+		v, err := devices.ParseValue(t, b.Value, enum)
+		if err != nil {
+			return r, fmt.Errorf("field \"value\": %w", err)
+		}
+		r.Value = v
+	}
+	return r, nil
+}
+
+// ParseRun parses the payload of run/<plan>: empty, or a JSON object with
+// "id", "reason", "expires" and "at", each optional.
+func ParseRun(payload []byte) (Request, error) {
+	var r Request
+	if len(bytes.TrimSpace(payload)) == 0 {
+		return r, nil
+	}
+	b, err := decodeBody(payload)
+	if err != nil {
+		return r, err
+	}
+	if len(b.Value) > 0 {
+		return r, errors.New(`field "value": a plan run takes no value`)
+	}
+	return r, b.common(&r)
+}
+
+func decodeBody(payload []byte) (body, error) {
+	var b body
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return b, fmt.Errorf("field %q: want a %s, got a JSON %s", te.Field, te.Type, te.Value)
+		case errors.As(err, &se):
+			return b, fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, se)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return b, fmt.Errorf("unknown field %s (want value, id, reason, expires or at)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		}
+		return b, fmt.Errorf("malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return b, errors.New("malformed JSON: more than one value")
+	}
+	if _, err := dec.Token(); err == nil {
+		return b, errors.New("malformed JSON: trailing data after the object")
+	}
+	return b, nil
+}
+
+func (b *body) common(r *Request) error {
+	if b.ID != nil {
+		id := *b.ID
+		switch {
+		case id == "":
+			return errors.New(`field "id": empty; leave it out and the gateway makes one`)
+		case len(id) > MaxIDLength:
+			return fmt.Errorf(`field "id": %d characters, at most %d`, len(id), MaxIDLength)
+		case strings.IndexFunc(id, func(c rune) bool { return !unicode.IsPrint(c) || unicode.IsSpace(c) }) >= 0:
+			return errors.New(`field "id": only printable characters without spaces`)
+		}
+		r.ID = id
+	}
+	if b.Reason != nil {
+		if len(*b.Reason) > 1024 {
+			return errors.New(`field "reason": longer than 1024 bytes`)
+		}
+		r.Reason = *b.Reason
+	}
+	for _, f := range []struct {
+		name string
+		s    *string
+		to   *time.Time
+	}{{"expires", b.Expires, &r.Expires}, {"at", b.At, &r.At}} {
+		if f.s == nil {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, *f.s)
+		if err != nil {
+			return fmt.Errorf("field %q: %q is not an RFC 3339 time (like 2026-05-01T12:00:00Z)", f.name, *f.s)
+		}
+		*f.to = t
+	}
+	return nil
+}
+
+// Stale says why a request is too old to carry out at now, or "". With
+// maxAge set, a request must carry expires or at to be judged at all.
+func (r *Request) Stale(now time.Time, maxAge time.Duration) string {
+	if !r.Expires.IsZero() && !now.Before(r.Expires) {
+		return "stale: it expired at " + r.Expires.Format(time.RFC3339Nano)
+	}
+	if !r.At.IsZero() && maxAge > 0 && now.Sub(r.At) > maxAge {
+		return fmt.Sprintf("stale: sent at %s, %s ago, older than the %s allowed", r.At.Format(time.RFC3339Nano),
+			now.Sub(r.At).Round(time.Millisecond), maxAge)
+	}
+	if maxAge > 0 && r.Expires.IsZero() && r.At.IsZero() {
+		return "its age cannot be told: give \"expires\" or \"at\""
+	}
+	return ""
+}
+
+// Outcomes of a reply.
+const (
+	OutcomeActed           = "acted"
+	OutcomeCompleted       = "completed"
+	OutcomeRefused         = "refused"
+	OutcomePendingApproval = "pending_approval"
+	OutcomeFailed          = "failed"
+	OutcomeStarted         = "started"
+)
+
+// Reply is what a command gets back.
+type Reply struct {
+	ID string `json:"id"`
+	// IDGenerated is true when the sender gave no id and the gateway made
+	// this one.
+	IDGenerated bool   `json:"id_generated,omitempty"`
+	Outcome     string `json:"outcome"`
+	// Why says why, for every outcome but acted, completed and started.
+	Why        string           `json:"why,omitempty"`
+	Device     string           `json:"device,omitempty"`
+	Capability string           `json:"capability,omitempty"`
+	Plan       string           `json:"plan,omitempty"`
+	Run        string           `json:"run,omitempty"`
+	Approval   *ApprovalRef     `json:"approval,omitempty"`
+	Receipt    *runtime.Receipt `json:"receipt,omitempty"`
+	Reading    *devices.Reading `json:"reading,omitempty"`
+	// Replayed is true when a repeated id got its first outcome again.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// ApprovalRef names the approval a command waits for.
+type ApprovalRef struct {
+	ID      string    `json:"id"`
+	Expires time.Time `json:"expires"`
+	Why     string    `json:"why"`
+}
+
+// replyFor turns an observation into a reply.
+func replyFor(obs runtime.Observation) Reply {
+	r := Reply{Device: obs.Device, Capability: obs.Capability, Run: obs.Run, Why: obs.Why, Receipt: obs.Receipt,
+		Reading: obs.Reading, Replayed: obs.Replayed}
+	switch obs.Kind {
+	case runtime.Acted:
+		r.Outcome = OutcomeActed
+		r.Why = ""
+		if obs.Receipt != nil && obs.Receipt.Confirmation != runtime.Confirmed {
+			r.Why = "acted, " + string(obs.Receipt.Confirmation) + ": " + obs.Receipt.Detail
+		}
+	case runtime.Completed:
+		r.Outcome, r.Why = OutcomeCompleted, ""
+	case runtime.Refused:
+		r.Outcome = OutcomeRefused
+	case runtime.ApprovalRequest:
+		r.Outcome = OutcomePendingApproval
+		if a := obs.Approval; a != nil {
+			r.Approval = &ApprovalRef{ID: a.ID, Expires: a.Expires, Why: a.Why}
+			r.Why = "waiting for approval " + a.ID + ": " + a.Why
+		}
+	default:
+		r.Outcome = OutcomeFailed
+	}
+	return r
+}

@@ -1,0 +1,348 @@
+package mqtt
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// dest is where a reply goes: a topic and, for a v5 request, its
+// correlation data.
+type dest struct {
+	topic       string
+	correlation []byte
+}
+
+// replyDest picks the reply topic: the v5 Response Topic when the client
+// may read it, else the default. It says why a Response Topic was refused.
+func (b *Broker) replyDest(cl *mochi.Client, pk packets.Packet, defaultRel string) (dest, string) {
+	d := dest{topic: b.opts.Prefix + defaultRel, correlation: pk.Properties.CorrelationData}
+	rt := pk.Properties.ResponseTopic
+	if rt == "" {
+		return d, ""
+	}
+	if rel, under := strings.CutPrefix(rt, b.opts.Prefix); under && reserved(rel) && !strings.HasPrefix(rel, "reply/") {
+		return d, "response topic " + rt + " is reserved for the gateway"
+	}
+	if strings.ContainsAny(rt, "#+") || !b.allowed(cl, rt, false) {
+		return d, "response topic " + rt + " is not a topic you may read"
+	}
+	d.topic = rt
+	return d, ""
+}
+
+// sendReply publishes a reply at QoS 1, with the correlation data if any.
+func (b *Broker) sendReply(d dest, r Reply) {
+	payload, err := marshal(r)
+	if err != nil {
+		b.log.Error("mqtt reply not encoded", "topic", d.topic, "error", err)
+		return
+	}
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
+		TopicName:   d.topic,
+		Payload:     payload,
+		PacketID:    1, // not used for an inline publish, but must be valid
+		Properties:  packets.Properties{CorrelationData: d.correlation, ContentType: "application/json"},
+	}
+	if err := b.srv.InjectPacket(b.replier, pk); err != nil {
+		b.log.Warn("mqtt reply not sent", "topic", d.topic, "error", err)
+	}
+}
+
+// handle carries out one publish under the prefix from a client.
+func (b *Broker) handle(cl *mochi.Client, pk packets.Packet, rel string) {
+	b.commands.Add(1)
+	u, ok := b.clientUser(cl)
+	if !ok {
+		return // the ACL let no such client publish; nothing to answer
+	}
+	principal := "mqtt:" + u.Name
+	r := parseRoute(rel)
+	defaultRel := "reply/error"
+	switch r.kind {
+	case "cmd":
+		defaultRel = "reply/" + r.device + "/" + r.capability
+	case "run":
+		defaultRel = "reply/run/" + r.plan
+	}
+	d, whyDest := b.replyDest(cl, pk, defaultRel)
+	base := Reply{Device: r.device, Capability: r.capability, Plan: r.plan}
+	refuse := func(outcome, why string) {
+		rep := base
+		rep.Outcome, rep.Why = outcome, why
+		b.sendReply(d, rep)
+		b.log.Info("mqtt command not taken", "principal", principal, "topic", pk.TopicName, "outcome", outcome, "why", why)
+	}
+	switch {
+	case r.kind == "":
+		refuse(OutcomeRefused, "topic "+pk.TopicName+" is not "+b.opts.Prefix+"cmd/<device>/<capability> or "+b.opts.Prefix+"run/<plan>")
+		return
+	case whyDest != "":
+		refuse(OutcomeRefused, whyDest)
+		return
+	case len(pk.Payload) > b.opts.MaxPayload:
+		refuse(OutcomeFailed, fmt.Sprintf("the payload of %d bytes is over the limit of %d", len(pk.Payload), b.opts.MaxPayload))
+		return
+	case pk.FixedHeader.Retain:
+		refuse(OutcomeRefused, "a command cannot be retained: publish it without the retain flag")
+		return
+	case !b.rate.allow(principal):
+		b.rateLimited.Add(1)
+		refuse(OutcomeRefused, fmt.Sprintf("rate limit: %s may send %d commands a minute (bursts of %d)",
+			principal, b.opts.CommandsPerMinute, b.opts.CommandBurst))
+		return
+	}
+	var req Request
+	var err error
+	if r.kind == "cmd" {
+		_, c, ok := b.eng.Capability(r.device, r.capability)
+		if !ok {
+			refuse(OutcomeFailed, "device "+r.device+" is not online or has no capability "+r.capability)
+			return
+		}
+		req, err = ParseCommand(pk.Payload, c.Type, c.Enum)
+	} else {
+		req, err = ParseRun(pk.Payload)
+	}
+	if err != nil {
+		refuse(OutcomeFailed, "payload: "+err.Error())
+		return
+	}
+	if why := req.Stale(b.opts.Now(), 0); why != "" {
+		refuse(OutcomeRefused, why)
+		return
+	}
+	base.ID = req.ID
+	if base.ID == "" {
+		base.ID, base.IDGenerated = newID(), true
+	}
+	b.dispatch(principal, "mqtt", r, req, base, func(rep Reply) { b.sendReply(d, rep) })
+}
+
+// dispatch runs a parsed command through the engine and answers it. A
+// request that parks gets a second answer when it acts or ends.
+func (b *Broker) dispatch(principal, origin string, r route, req Request, base Reply, reply func(Reply)) {
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CommandTimeout)
+	defer cancel()
+	if r.kind == "run" {
+		rec, err := b.eng.StartPlan(ctx, runtime.StartPlan{Plan: r.plan, Principal: principal, Origin: origin, RequestID: base.ID, Reason: req.Reason})
+		rep := base
+		if err != nil {
+			rep.Outcome, rep.Why = OutcomeFailed, err.Error()
+			reply(rep)
+			return
+		}
+		rep.Outcome, rep.Run = OutcomeStarted, rec.ID
+		reply(rep)
+		b.spawn(func() { b.answerWhenDone(rec.ID, base, reply) })
+		return
+	}
+	obs, err := b.eng.Do(ctx, runtime.Command{Principal: principal, Origin: origin, RequestID: base.ID, Reason: req.Reason,
+		Device: r.device, Capability: r.capability, Value: req.Value})
+	if err != nil {
+		rep := base
+		rep.Outcome, rep.Why = OutcomeFailed, err.Error()
+		reply(rep)
+		return
+	}
+	rep := replyFor(obs)
+	rep.ID, rep.IDGenerated, rep.Plan = base.ID, base.IDGenerated, ""
+	reply(rep)
+	if obs.Kind == runtime.ApprovalRequest && !obs.Replayed {
+		b.spawn(func() { b.answerWhenDone(obs.Run, base, reply) })
+	}
+}
+
+// answerWhenDone sends the second reply of a run once it has ended. If
+// the gateway stops first, the run stays parked and no reply is sent; its
+// outcome appears on the events topic after the next start.
+func (b *Broker) answerWhenDone(run string, base Reply, reply func(Reply)) {
+	obs, rec, err := b.eng.Outcome(b.ctx, run)
+	if err != nil {
+		return
+	}
+	var rep Reply
+	if rec.Plan == "command" {
+		rep = replyFor(obs)
+		rep.Plan = ""
+	} else {
+		rep = Reply{Plan: base.Plan, Run: run, Outcome: OutcomeCompleted}
+		switch rec.End {
+		case runtime.EndCompleted:
+		case runtime.EndRefused, runtime.EndLeaseExhausted:
+			rep.Outcome, rep.Why = OutcomeRefused, rec.Why
+		default:
+			rep.Outcome, rep.Why = OutcomeFailed, rec.Why
+		}
+	}
+	rep.ID, rep.IDGenerated = base.ID, base.IDGenerated
+	if rep.Run == "" {
+		rep.Run = run
+	}
+	reply(rep)
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "mqtt-" + hex.EncodeToString(b[:])
+}
+
+// rates is a token bucket per principal.
+type rates struct {
+	perSec, burst float64
+	now           func() time.Time
+
+	// mu guards m.
+	mu sync.Mutex
+	m  map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newRates(perMinute, burst int, now func() time.Time) *rates {
+	return &rates{perSec: float64(perMinute) / 60, burst: float64(burst), now: now, m: map[string]*bucket{}}
+}
+
+// allow takes a token of key, or reports that none is left.
+func (r *rates) allow(key string) bool {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bk, ok := r.m[key]
+	if !ok {
+		bk = &bucket{tokens: r.burst, at: now}
+		r.m[key] = bk
+	}
+	bk.tokens = min(r.burst, bk.tokens+now.Sub(bk.at).Seconds()*r.perSec)
+	bk.at = now
+	if bk.tokens < 1 {
+		return false
+	}
+	bk.tokens--
+	return true
+}
+
+// state is the payload of state/<device>/<capability>.
+type state struct {
+	Device     string         `json:"device"`
+	Capability string         `json:"capability"`
+	Value      *devices.Value `json:"value,omitempty"`
+	At         time.Time      `json:"at,omitzero"`
+	Quality    string         `json:"quality,omitempty"`
+	// Confirmation is what the last actuation's read-back found.
+	Confirmation runtime.Confirmation `json:"confirmation,omitempty"`
+	Attempt      string               `json:"attempt,omitempty"`
+}
+
+// publishInitial publishes the retained state and pending approvals the
+// journal holds, before any client connects.
+func (b *Broker) publishInitial() {
+	for _, st := range b.eng.States() {
+		s := state{Device: st.Device, Capability: st.Capability}
+		if rd := st.Reading; rd != nil {
+			v := rd.Value
+			s.Value, s.At, s.Quality = &v, rd.At, rd.Quality.String()
+		}
+		if rc := st.Receipt; rc != nil {
+			s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
+		}
+		b.publish("state/"+st.Device+"/"+st.Capability, s, true)
+	}
+	for _, ap := range b.eng.Approvals() {
+		b.publish("approvals/"+ap.ID, ap, true)
+	}
+}
+
+// follow publishes every journal event after since on the events topic,
+// and keeps the retained state and approvals up to date, until ctx ends.
+func (b *Broker) follow(ctx context.Context, since uint64) {
+	states := map[string]*state{}
+	get := func(device, capability string) *state {
+		k := device + "/" + capability
+		s, ok := states[k]
+		if !ok {
+			s = &state{Device: device, Capability: capability}
+			for _, st := range b.eng.States() {
+				if st.Device == device && st.Capability == capability && st.Receipt != nil {
+					s.Confirmation, s.Attempt = st.Receipt.Confirmation, st.Receipt.Attempt
+				}
+			}
+			states[k] = s
+		}
+		return s
+	}
+	err := b.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
+		b.publish("events", ev, false)
+		switch ev.Kind {
+		case runtime.KindObserved:
+			var o struct {
+				Device, Capability string
+				Value              devices.Value
+				Quality            string
+				At                 time.Time
+			}
+			if json.Unmarshal(ev.Body, &o) == nil && o.Device != "" {
+				s := get(o.Device, o.Capability)
+				v := o.Value
+				s.Value, s.At, s.Quality = &v, o.At, o.Quality
+				b.publish("state/"+o.Device+"/"+o.Capability, s, true)
+			}
+		case runtime.KindActed:
+			var rc runtime.Receipt
+			if json.Unmarshal(ev.Body, &rc) == nil && rc.Device != "" {
+				s := get(rc.Device, rc.Capability)
+				s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
+				if rc.Observed != nil {
+					v := *rc.Observed
+					s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
+				}
+				b.publish("state/"+rc.Device+"/"+rc.Capability, s, true)
+			}
+		case runtime.KindApprovalRequested:
+			var ap struct{ ID string }
+			if json.Unmarshal(ev.Body, &ap) == nil && ap.ID != "" {
+				b.publishRaw("approvals/"+ap.ID, ev.Body, true)
+			}
+		case runtime.KindApprovalAnswered, runtime.KindApprovalExpired:
+			var ans struct {
+				Approval string
+				Status   runtime.ApprovalStatus
+			}
+			if json.Unmarshal(ev.Body, &ans) != nil || ans.Approval == "" {
+				break
+			}
+			if ap, ok := b.eng.Approval(ans.Approval); ok && ap.Status == runtime.ApprovalPending {
+				b.publish("approvals/"+ap.ID, ap, true)
+			} else {
+				b.publishRaw("approvals/"+ans.Approval, nil, true) // clears the retained request
+			}
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		b.log.Error("mqtt stopped following the journal", "error", err)
+	}
+}
+
+// publishRaw publishes bytes as they are.
+func (b *Broker) publishRaw(rel string, payload []byte, retain bool) {
+	if err := b.srv.Publish(b.opts.Prefix+rel, payload, retain, 1); err != nil {
+		b.log.Warn("mqtt publish failed", "topic", rel, "error", err)
+	}
+}

@@ -1,0 +1,98 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/shadowgate/shadowgate/devices"
+)
+
+// This file is the part of the engine's API that the surfaces (MQTT, the
+// uplink, HTTP) use beyond commands and answers.
+
+// KindLink records a change of a surface's link, such as the uplink
+// connecting, losing its broker, or dropping telemetry.
+const KindLink Kind = "link"
+
+// Capability returns an online device and one of its capabilities.
+func (e *Engine) Capability(device, capability string) (devices.Device, devices.Capability, bool) {
+	ent, ok := e.reg.Lookup(device)
+	if !ok {
+		return devices.Device{}, devices.Capability{}, false
+	}
+	c, ok := ent.Device.Capability(capability)
+	if !ok {
+		return ent.Device, devices.Capability{}, false
+	}
+	return ent.Device, *c, true
+}
+
+// PlanNames returns the configured plans, sorted.
+func (e *Engine) PlanNames() []string {
+	out := make([]string, 0, len(e.plans))
+	for name := range e.plans {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Outcome waits until the run has ended and returns the observation that
+// ended it (for a command: acted, refused or failed) with the run's record.
+func (e *Engine) Outcome(ctx context.Context, id string) (Observation, RunRecord, error) {
+	e.mu.Lock()
+	r, ok := e.runs[id]
+	e.mu.Unlock()
+	if !ok {
+		return Observation{}, RunRecord{}, errors.New("run " + id + " not found")
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return Observation{}, r.record(), ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, r.rec, nil
+}
+
+// States returns the last known state of every capability: its latest
+// reading and, for an actuator, its latest receipt. Both survive restarts.
+func (e *Engine) States() []StateRecord {
+	byRef := map[string]*StateRecord{}
+	e.facts.mu.RLock()
+	for k, rd := range e.facts.m {
+		dev, capability := splitRef(k)
+		r := rd
+		byRef[k] = &StateRecord{Device: dev, Capability: capability, Reading: &r}
+	}
+	e.facts.mu.RUnlock()
+	e.mu.Lock()
+	for k, rc := range e.receipts {
+		st, ok := byRef[k]
+		if !ok {
+			dev, capability := splitRef(k)
+			st = &StateRecord{Device: dev, Capability: capability}
+			byRef[k] = st
+		}
+		c := rc
+		st.Receipt = &c
+	}
+	e.mu.Unlock()
+	out := make([]StateRecord, 0, len(byRef))
+	for _, st := range byRef {
+		out = append(out, *st)
+	}
+	slices.SortFunc(out, func(a, b StateRecord) int {
+		return strings.Compare(ref(a.Device, a.Capability), ref(b.Device, b.Capability))
+	})
+	return out
+}
+
+// Note journals an event of a surface (KindLink, say) without waiting for
+// it to be durable.
+func (e *Engine) Note(ctx context.Context, kind Kind, device string, body any) (Event, error) {
+	return e.commit(ctx, Async, Event{Kind: kind, Device: device}, body, nil)
+}
