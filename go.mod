@@ -19,4 +19,5 @@ require (
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
+	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
@@ -48,6 +50,8 @@ type Built struct {
 	// MQTT configures the broker; nil when it is turned off. Its Users,
 	// Logger and Now are set by Run.
 	MQTT *mqtt.Options
+	// Uplink configures the link upstream; nil without one.
+	Uplink *uplink.Options
 }
 
 // Driver types this build knows.
@@ -251,6 +255,9 @@ func (c *checker) build(cfg *Config) *Built {
 	b.Journal = c.journal(path{"journal"}, cfg.Journal)
 	b.Users = c.users(cfg.Users)
 	b.MQTT = c.mqtt(path{"mqtt"}, cfg.MQTT, b.GatewayID)
+	if cfg.Uplink != nil {
+		b.Uplink = c.uplink(path{"uplink"}, cfg.Uplink, b.GatewayID)
+	}
 	b.Sim = map[string]sim.Options{}
 	for i, d := range cfg.Drivers {
 		if d.Sim == nil {
@@ -788,5 +795,60 @@ func (c *checker) mqtt(p path, mc MQTTConfig, gatewayID string) *mqtt.Options {
 		}
 		o.WebsocketListen = w.Listen
 	}
+	return o
+}
+
+var uplinkSchemes = []string{"tcp://", "ssl://", "tls://", "ws://", "wss://", "mqtt://", "mqtts://"}
+
+func (c *checker) uplink(p path, uc *UplinkConfig, gatewayID string) *uplink.Options {
+	o := &uplink.Options{URL: uc.URL, ClientID: uc.ClientID, Username: uc.Username, Prefix: uc.Prefix,
+		Forward: uplink.Forward{Events: true, State: true, Receipts: true, Approvals: true}}
+	ok := false
+	for _, s := range uplinkSchemes {
+		if strings.HasPrefix(uc.URL, s) && len(uc.URL) > len(s) {
+			ok = true
+		}
+	}
+	if !ok {
+		c.errf(p.with("url"), "%q is not a broker url (tcp://host:1883, ssl://host:8883, ws:// or wss://)", uc.URL)
+	}
+	if o.ClientID == "" {
+		o.ClientID = gatewayID
+	}
+	if o.Prefix == "" {
+		o.Prefix = "shadowgate/" + gatewayID + "/"
+	} else if !strings.HasSuffix(o.Prefix, "/") || strings.ContainsAny(o.Prefix, "#+") {
+		c.errf(p.with("prefix"), "%q must end in / and hold no wildcard", o.Prefix)
+	}
+	if uc.PasswordFile != "" {
+		b, err := os.ReadFile(uc.PasswordFile)
+		if err != nil {
+			c.errf(p.with("password_file"), "%v", err)
+		}
+		o.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	if uc.CAFile != "" {
+		pem, err := os.ReadFile(uc.CAFile)
+		pool := x509.NewCertPool()
+		if err != nil {
+			c.errf(p.with("ca_file"), "%v", err)
+		} else if !pool.AppendCertsFromPEM(pem) {
+			c.errf(p.with("ca_file"), "%s holds no PEM certificate", uc.CAFile)
+		}
+		o.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	if f := uc.Forward; f != nil {
+		for _, x := range []struct {
+			set *bool
+			to  *bool
+		}{{f.Events, &o.Forward.Events}, {f.State, &o.Forward.State}, {f.Receipts, &o.Forward.Receipts}, {f.Approvals, &o.Forward.Approvals}} {
+			if x.set != nil {
+				*x.to = *x.set
+			}
+		}
+	}
+	o.MaxBacklog = c.size(p.with("max_backlog"), uc.MaxBacklog)
+	o.MaxCommandAge = c.duration(p.with("max_command_age"), uc.MaxCommandAge, 0)
+	o.ReconnectMax = c.duration(p.with("reconnect_max"), uc.ReconnectMax, 0)
 	return o
 }

@@ -26,6 +26,37 @@ type Config struct {
 	Journal   JournalConfig   `yaml:"journal"`
 	Users     []UserConfig    `yaml:"users"`
 	MQTT      MQTTConfig      `yaml:"mqtt"`
+	Uplink    *UplinkConfig   `yaml:"uplink"`
+}
+
+// UplinkConfig connects the gateway to a site or fleet broker.
+type UplinkConfig struct {
+	// URL is tcp://host:1883, ssl://host:8883, ws:// or wss://.
+	URL string `yaml:"url"`
+	// ClientID defaults to the gateway id.
+	ClientID string `yaml:"client_id"`
+	Username string `yaml:"username"`
+	// PasswordFile holds the password.
+	PasswordFile string `yaml:"password_file"`
+	// CAFile, if set, is the CA bundle that signs the broker's certificate.
+	CAFile string `yaml:"ca_file"`
+	// Prefix is the upstream topic prefix. Default shadowgate/<gateway-id>/.
+	Prefix  string         `yaml:"prefix"`
+	Forward *ForwardConfig `yaml:"forward"`
+	// MaxBacklog bounds the outbox. Default 16MiB.
+	MaxBacklog string `yaml:"max_backlog"`
+	// MaxCommandAge is how old an upstream command may be. Default 30s.
+	MaxCommandAge string `yaml:"max_command_age"`
+	// ReconnectMax bounds the wait between reconnects. Default 30s.
+	ReconnectMax string `yaml:"reconnect_max"`
+}
+
+// ForwardConfig says what goes upstream; each defaults to true.
+type ForwardConfig struct {
+	Events    *bool `yaml:"events"`
+	State     *bool `yaml:"state"`
+	Receipts  *bool `yaml:"receipts"`
+	Approvals *bool `yaml:"approvals"`
 }
 
 // UserConfig is one account of the MQTT broker and the console.

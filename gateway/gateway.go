@@ -21,6 +21,7 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
+	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
 )
@@ -42,6 +43,8 @@ type Parts struct {
 	Engine *runtime.Engine
 	// MQTT is the broker, or nil when it is turned off.
 	MQTT *mqtt.Broker
+	// Uplink is the link upstream, or nil without one.
+	Uplink *uplink.Uplink
 }
 
 // Run runs the gateway until ctx is done. It returns nil on a clean stop.
@@ -133,6 +136,21 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}
 
+	var link *uplink.Uplink
+	if cfg.Uplink != nil {
+		db, ok := j.(*journal.DB)
+		if !ok {
+			_ = eng.Close()
+			return errors.New("the uplink needs the journal's outbox, and the journal cannot be used")
+		}
+		uo := *cfg.Uplink
+		uo.Logger = log.With("component", "uplink")
+		if link, err = uplink.New(eng, db.Outbox(), uo); err != nil {
+			_ = eng.Close()
+			return err
+		}
+	}
+
 	// The engine outlives the surfaces: they stop taking requests first.
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEngine()
@@ -156,8 +174,16 @@ func Run(ctx context.Context, opts Options) (err error) {
 			}
 		}()
 	}
+	var linkDone chan struct{}
+	if link != nil {
+		linkDone = make(chan struct{})
+		go func() {
+			defer close(linkDone)
+			_ = link.Run(surfaces)
+		}()
+	}
 	if opts.Ready != nil {
-		opts.Ready(Parts{Engine: eng, MQTT: broker})
+		opts.Ready(Parts{Engine: eng, MQTT: broker, Uplink: link})
 	}
 	select {
 	case <-ctx.Done():
@@ -168,6 +194,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	stopSurfaces()
 	if brokerDone != nil {
 		<-brokerDone
+	}
+	if linkDone != nil {
+		<-linkDone
 	}
 	stopEngine()
 	runErr := errors.Join(<-engineDone, brokerErr)

@@ -69,24 +69,15 @@ func (b *Broker) handle(cl *mochi.Client, pk packets.Packet, rel string) {
 		return // the ACL let no such client publish; nothing to answer
 	}
 	principal := "mqtt:" + u.Name
-	r := parseRoute(rel)
-	defaultRel := "reply/error"
-	switch r.kind {
-	case "cmd":
-		defaultRel = "reply/" + r.device + "/" + r.capability
-	case "run":
-		defaultRel = "reply/run/" + r.plan
-	}
-	d, whyDest := b.replyDest(cl, pk, defaultRel)
-	base := Reply{Device: r.device, Capability: r.capability, Plan: r.plan}
+	r := ParseRoute(rel)
+	d, whyDest := b.replyDest(cl, pk, r.ReplyTopic())
+	reply := func(rep Reply) { b.sendReply(d, rep) }
 	refuse := func(outcome, why string) {
-		rep := base
-		rep.Outcome, rep.Why = outcome, why
-		b.sendReply(d, rep)
+		reply(Refusal(r, outcome, why))
 		b.log.Info("mqtt command not taken", "principal", principal, "topic", pk.TopicName, "outcome", outcome, "why", why)
 	}
 	switch {
-	case r.kind == "":
+	case r.Kind == "":
 		refuse(OutcomeRefused, "topic "+pk.TopicName+" is not "+b.opts.Prefix+"cmd/<device>/<capability> or "+b.opts.Prefix+"run/<plan>")
 		return
 	case whyDest != "":
@@ -104,40 +95,57 @@ func (b *Broker) handle(cl *mochi.Client, pk packets.Packet, rel string) {
 			principal, b.opts.CommandsPerMinute, b.opts.CommandBurst))
 		return
 	}
-	var req Request
-	var err error
-	if r.kind == "cmd" {
-		_, c, ok := b.eng.Capability(r.device, r.capability)
-		if !ok {
-			refuse(OutcomeFailed, "device "+r.device+" is not online or has no capability "+r.capability)
-			return
-		}
-		req, err = ParseCommand(pk.Payload, c.Type, c.Enum)
-	} else {
-		req, err = ParseRun(pk.Payload)
-	}
+	req, err := Prepare(b.eng, r, pk.Payload)
 	if err != nil {
-		refuse(OutcomeFailed, "payload: "+err.Error())
+		refuse(OutcomeFailed, err.Error())
 		return
 	}
 	if why := req.Stale(b.opts.Now(), 0); why != "" {
 		refuse(OutcomeRefused, why)
 		return
 	}
-	base.ID = req.ID
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CommandTimeout)
+	defer cancel()
+	Dispatch(ctx, b.eng, principal, "mqtt", r, req, reply, func(fn func(context.Context)) { b.spawn(func() { fn(b.ctx) }) })
+}
+
+// Refusal is the reply to a command that was not taken.
+func Refusal(r Route, outcome, why string) Reply {
+	return Reply{Device: r.Device, Capability: r.Capability, Plan: r.Plan, Outcome: outcome, Why: why}
+}
+
+// Prepare checks a command's payload against its route: the device and
+// capability must be online, the value of their type.
+func Prepare(eng *runtime.Engine, r Route, payload []byte) (Request, error) {
+	var req Request
+	var err error
+	if r.Kind == "cmd" {
+		_, c, ok := eng.Capability(r.Device, r.Capability)
+		if !ok {
+			return req, fmt.Errorf("device %s is not online or has no capability %s", r.Device, r.Capability)
+		}
+		req, err = ParseCommand(payload, c.Type, c.Enum)
+	} else {
+		req, err = ParseRun(payload)
+	}
+	if err != nil {
+		return req, fmt.Errorf("payload: %w", err)
+	}
+	return req, nil
+}
+
+// Dispatch runs a prepared command through the engine and answers it with
+// reply. A command that parks, and a plan run, get a second answer when
+// they end: spawn runs the goroutine that waits for it, giving it a context
+// that ends when its owner stops.
+func Dispatch(ctx context.Context, eng *runtime.Engine, principal, origin string, r Route, req Request,
+	reply func(Reply), spawn func(func(context.Context))) {
+	base := Reply{ID: req.ID, Device: r.Device, Capability: r.Capability, Plan: r.Plan}
 	if base.ID == "" {
 		base.ID, base.IDGenerated = newID(), true
 	}
-	b.dispatch(principal, "mqtt", r, req, base, func(rep Reply) { b.sendReply(d, rep) })
-}
-
-// dispatch runs a parsed command through the engine and answers it. A
-// request that parks gets a second answer when it acts or ends.
-func (b *Broker) dispatch(principal, origin string, r route, req Request, base Reply, reply func(Reply)) {
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CommandTimeout)
-	defer cancel()
-	if r.kind == "run" {
-		rec, err := b.eng.StartPlan(ctx, runtime.StartPlan{Plan: r.plan, Principal: principal, Origin: origin, RequestID: base.ID, Reason: req.Reason})
+	if r.Kind == "run" {
+		rec, err := eng.StartPlan(ctx, runtime.StartPlan{Plan: r.Plan, Principal: principal, Origin: origin, RequestID: base.ID, Reason: req.Reason})
 		rep := base
 		if err != nil {
 			rep.Outcome, rep.Why = OutcomeFailed, err.Error()
@@ -146,11 +154,11 @@ func (b *Broker) dispatch(principal, origin string, r route, req Request, base R
 		}
 		rep.Outcome, rep.Run = OutcomeStarted, rec.ID
 		reply(rep)
-		b.spawn(func() { b.answerWhenDone(rec.ID, base, reply) })
+		spawn(func(life context.Context) { answerWhenDone(life, eng, rec.ID, base, reply) })
 		return
 	}
-	obs, err := b.eng.Do(ctx, runtime.Command{Principal: principal, Origin: origin, RequestID: base.ID, Reason: req.Reason,
-		Device: r.device, Capability: r.capability, Value: req.Value})
+	obs, err := eng.Do(ctx, runtime.Command{Principal: principal, Origin: origin, RequestID: base.ID, Reason: req.Reason,
+		Device: r.Device, Capability: r.Capability, Value: req.Value})
 	if err != nil {
 		rep := base
 		rep.Outcome, rep.Why = OutcomeFailed, err.Error()
@@ -158,27 +166,26 @@ func (b *Broker) dispatch(principal, origin string, r route, req Request, base R
 		return
 	}
 	rep := replyFor(obs)
-	rep.ID, rep.IDGenerated, rep.Plan = base.ID, base.IDGenerated, ""
+	rep.ID, rep.IDGenerated = base.ID, base.IDGenerated
 	reply(rep)
 	if obs.Kind == runtime.ApprovalRequest && !obs.Replayed {
-		b.spawn(func() { b.answerWhenDone(obs.Run, base, reply) })
+		spawn(func(life context.Context) { answerWhenDone(life, eng, obs.Run, base, reply) })
 	}
 }
 
 // answerWhenDone sends the second reply of a run once it has ended. If
-// the gateway stops first, the run stays parked and no reply is sent; its
-// outcome appears on the events topic after the next start.
-func (b *Broker) answerWhenDone(run string, base Reply, reply func(Reply)) {
-	obs, rec, err := b.eng.Outcome(b.ctx, run)
+// ctx ends first (the gateway stops), the run stays parked and no reply is
+// sent; its outcome appears on the events topic after the next start.
+func answerWhenDone(ctx context.Context, eng *runtime.Engine, run string, base Reply, reply func(Reply)) {
+	obs, rec, err := eng.Outcome(ctx, run)
 	if err != nil {
 		return
 	}
 	var rep Reply
 	if rec.Plan == "command" {
 		rep = replyFor(obs)
-		rep.Plan = ""
 	} else {
-		rep = Reply{Plan: base.Plan, Run: run, Outcome: OutcomeCompleted}
+		rep = Reply{Plan: base.Plan, Outcome: OutcomeCompleted}
 		switch rec.End {
 		case runtime.EndCompleted:
 		case runtime.EndRefused, runtime.EndLeaseExhausted:
@@ -187,10 +194,7 @@ func (b *Broker) answerWhenDone(run string, base Reply, reply func(Reply)) {
 			rep.Outcome, rep.Why = OutcomeFailed, rec.Why
 		}
 	}
-	rep.ID, rep.IDGenerated = base.ID, base.IDGenerated
-	if rep.Run == "" {
-		rep.Run = run
-	}
+	rep.ID, rep.IDGenerated, rep.Run = base.ID, base.IDGenerated, run
 	reply(rep)
 }
 

@@ -42,24 +42,36 @@ func Covers(pattern, filter string) bool {
 	return len(p) == len(f)
 }
 
-// route is where a publish under the gateway's prefix goes.
-type route struct {
-	kind       string // "cmd", "run" or "" for a topic outside the scheme
-	device     string
-	capability string
-	plan       string
+// Route is where a publish under the gateway's prefix goes.
+type Route struct {
+	// Kind is "cmd", "run", or "" for a topic outside the scheme.
+	Kind       string
+	Device     string
+	Capability string
+	Plan       string
 }
 
-// parseRoute reads a topic relative to the prefix.
-func parseRoute(rel string) route {
+// ParseRoute reads a topic relative to the prefix.
+func ParseRoute(rel string) Route {
 	parts := strings.Split(rel, "/")
 	switch {
 	case len(parts) == 3 && parts[0] == "cmd" && parts[1] != "" && parts[2] != "":
-		return route{kind: "cmd", device: parts[1], capability: parts[2]}
+		return Route{Kind: "cmd", Device: parts[1], Capability: parts[2]}
 	case len(parts) == 2 && parts[0] == "run" && parts[1] != "":
-		return route{kind: "run", plan: parts[1]}
+		return Route{Kind: "run", Plan: parts[1]}
 	}
-	return route{}
+	return Route{}
+}
+
+// ReplyTopic is the default reply topic of a route, relative to the prefix.
+func (r Route) ReplyTopic() string {
+	switch r.Kind {
+	case "cmd":
+		return "reply/" + r.Device + "/" + r.Capability
+	case "run":
+		return "reply/run/" + r.Plan
+	}
+	return "reply/error"
 }
 
 // reserved reports whether rel is a topic only the gateway publishes.

@@ -1,0 +1,469 @@
+// Package uplink connects the gateway to a site or fleet MQTT broker
+// (Mosquitto, EMQX, HiveMQ) with paho. It forwards events, state,
+// receipts and approvals through a durable outbox: in order, at QoS 1,
+// deleted only once the broker acknowledged them, nothing lost while the
+// link is down or across a restart. The outbox is bounded in bytes; when it
+// is full the oldest telemetry is dropped and counted, never a receipt or
+// an approval.
+//
+// Commands published upstream on <prefix>cmd/<device>/<capability> and
+// <prefix>run/<plan> take the same governed path as local ones, as the
+// uplink's principal. Each must say how old it is ("expires" or "at");
+// a stale one is refused, never executed late. The session is clean and
+// retained messages are ignored, so nothing queued is replayed as a
+// command after a reconnect.
+package uplink
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/shadowgate/shadowgate/gateway/mqtt"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
+)
+
+// Store is the durable outbox the uplink sends from.
+type Store interface {
+	Append(msgs []journal.OutMessage, cursor uint64) error
+	Push(msgs []journal.OutMessage) error
+	Cursor() (uint64, bool, error)
+	Peek(after uint64, n int) ([]journal.OutMessage, error)
+	Delete(seqs []uint64) error
+	Usage() (int, int64, error)
+	Trim(maxBytes int64) (int, error)
+}
+
+// Forward says what goes upstream.
+type Forward struct {
+	Events, State, Receipts, Approvals bool
+}
+
+// Options configure the uplink. The zero value of each field means its
+// default.
+type Options struct {
+	// URL is the upstream broker: tcp://, ssl://, ws:// or wss://.
+	URL      string
+	ClientID string
+	Username string
+	Password string
+	TLS      *tls.Config
+	// Prefix is the upstream topic prefix, ending in "/".
+	Prefix  string
+	Forward Forward
+	// MaxBacklog bounds the outbox in bytes. Default 16 MiB.
+	MaxBacklog int64
+	// MaxCommandAge is how old an upstream command may be. Default 30s.
+	MaxCommandAge time.Duration
+	// ReconnectMax bounds the wait between attempts to reconnect. Default 30s.
+	ReconnectMax time.Duration
+	// Principal is whom upstream commands are attributed to. Default
+	// "uplink:<client id>".
+	Principal string
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxBacklog <= 0 {
+		o.MaxBacklog = 16 << 20
+	}
+	if o.MaxCommandAge <= 0 {
+		o.MaxCommandAge = 30 * time.Second
+	}
+	if o.ReconnectMax <= 0 {
+		o.ReconnectMax = 30 * time.Second
+	}
+	if o.Principal == "" {
+		o.Principal = "uplink:" + o.ClientID
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Stats describe the link.
+type Stats struct {
+	Connected    bool
+	Backlog      int
+	BacklogBytes int64
+	// Dropped counts telemetry dropped because the outbox was full.
+	Dropped  int64
+	Sent     int64
+	Commands int64
+	// IgnoredRetained counts retained commands that were not carried out.
+	IgnoredRetained int64
+}
+
+// Uplink is the link to the upstream broker.
+type Uplink struct {
+	opts  Options
+	eng   *runtime.Engine
+	store Store
+	log   *slog.Logger
+	c     paho.Client
+
+	wake     chan struct{} // the sender has work, or the link came up
+	commands chan paho.Message
+
+	connected                       atomic.Bool
+	dropped, sent, handled, ignored atomic.Int64
+
+	// mu guards stopping; wg holds the watchers of parked commands.
+	mu       sync.Mutex
+	stopping bool
+	wg       sync.WaitGroup
+}
+
+// New checks the options and builds the uplink; Run connects.
+func New(eng *runtime.Engine, store Store, opts Options) (*Uplink, error) {
+	opts.setDefaults()
+	switch {
+	case opts.URL == "":
+		return nil, errors.New("uplink needs a broker url")
+	case !strings.HasSuffix(opts.Prefix, "/") || strings.ContainsAny(opts.Prefix, "#+"):
+		return nil, fmt.Errorf("uplink prefix %q must end in / and hold no wildcard", opts.Prefix)
+	case opts.ClientID == "":
+		return nil, errors.New("uplink needs a client id")
+	}
+	u := &Uplink{opts: opts, eng: eng, store: store, log: opts.Logger,
+		wake: make(chan struct{}, 1), commands: make(chan paho.Message, 64)}
+	co := paho.NewClientOptions().AddBroker(opts.URL).SetClientID(opts.ClientID).
+		SetUsername(opts.Username).SetPassword(opts.Password).
+		// A clean session: nothing the broker queued while we were away is
+		// handed to us as a command.
+		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).
+		SetConnectRetryInterval(min(time.Second, opts.ReconnectMax)).SetMaxReconnectInterval(opts.ReconnectMax).
+		SetKeepAlive(30 * time.Second).SetPingTimeout(10 * time.Second).SetConnectTimeout(10 * time.Second).
+		SetWriteTimeout(10 * time.Second).SetOrderMatters(false).SetStore(paho.NewOrderedMemoryStore()).
+		SetOnConnectHandler(u.onConnect).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { u.onLost(err) })
+	if opts.TLS != nil {
+		co.SetTLSConfig(opts.TLS)
+	}
+	u.c = paho.NewClient(co)
+	return u, nil
+}
+
+// Stats returns the link's state and counters.
+func (u *Uplink) Stats() Stats {
+	n, b, _ := u.store.Usage()
+	return Stats{Connected: u.connected.Load(), Backlog: n, BacklogBytes: b, Dropped: u.dropped.Load(),
+		Sent: u.sent.Load(), Commands: u.handled.Load(), IgnoredRetained: u.ignored.Load()}
+}
+
+// Run forwards and takes commands until ctx is done.
+func (u *Uplink) Run(ctx context.Context) error {
+	cursor, ok, err := u.store.Cursor()
+	if err != nil {
+		return fmt.Errorf("reading the outbox: %w", err)
+	}
+	if !ok {
+		// A new uplink forwards what happens from now on, not the history.
+		cursor = u.eng.RestoredSeq()
+	}
+	u.c.Connect() // retries in the background until ctx ends
+	var wg sync.WaitGroup
+	wg.Go(func() { u.enqueue(ctx, cursor) })
+	wg.Go(func() { u.send(ctx) })
+	wg.Go(func() { u.serveCommands(ctx) })
+	<-ctx.Done()
+	u.c.Disconnect(250)
+	wg.Wait()
+	u.mu.Lock()
+	u.stopping = true
+	u.mu.Unlock()
+	u.wg.Wait()
+	return nil
+}
+
+func (u *Uplink) poke() {
+	select {
+	case u.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (u *Uplink) onConnect(c paho.Client) {
+	u.connected.Store(true)
+	n, b, _ := u.store.Usage()
+	u.log.Info("uplink connected", "broker", u.opts.URL, "backlog", n)
+	u.note("connected", "", n, b)
+	handler := func(_ paho.Client, m paho.Message) {
+		select {
+		case u.commands <- m:
+		default:
+			u.log.Warn("uplink command dropped: too many waiting", "topic", m.Topic())
+		}
+	}
+	for _, f := range []string{u.opts.Prefix + "cmd/#", u.opts.Prefix + "run/#"} {
+		tok := c.Subscribe(f, 1, handler)
+		go func() {
+			if tok.WaitTimeout(10*time.Second) && tok.Error() != nil {
+				u.log.Error("uplink subscribe failed", "filter", f, "error", tok.Error())
+			}
+		}()
+	}
+	u.poke()
+}
+
+func (u *Uplink) onLost(err error) {
+	u.connected.Store(false)
+	n, b, _ := u.store.Usage()
+	u.log.Warn("uplink lost its broker", "broker", u.opts.URL, "error", err, "backlog", n)
+	u.note("disconnected", err.Error(), n, b)
+}
+
+// note journals a change of the link.
+func (u *Uplink) note(state, why string, backlog int, bytes int64) {
+	_, _ = u.eng.Note(context.Background(), runtime.KindLink, "", map[string]any{
+		"link": "uplink", "state": state, "broker": u.opts.URL, "why": why,
+		"backlog": backlog, "backlog_bytes": bytes, "dropped": u.dropped.Load(),
+	})
+}
+
+// essential kinds are never dropped from the outbox.
+func essential(k runtime.Kind) bool {
+	switch k {
+	case runtime.KindActed, runtime.KindApprovalRequested, runtime.KindApprovalAnswered, runtime.KindApprovalExpired,
+		runtime.KindAlarm, runtime.KindRecovered, runtime.KindReconciled:
+		return true
+	}
+	return false
+}
+
+// messages returns what an event sends upstream.
+func (u *Uplink) messages(ev runtime.Event) []journal.OutMessage {
+	var out []journal.OutMessage
+	p := u.opts.Prefix
+	add := func(topic string, v any, retain, ess bool) {
+		var payload []byte
+		if v != nil {
+			var err error
+			if payload, err = json.Marshal(v); err != nil {
+				return
+			}
+		}
+		out = append(out, journal.OutMessage{Topic: p + topic, Payload: payload, Retain: retain, Essential: ess})
+	}
+	if u.opts.Forward.Events {
+		add("events", ev, false, essential(ev.Kind))
+	}
+	switch ev.Kind {
+	case runtime.KindObserved:
+		if u.opts.Forward.State {
+			var o struct{ Device, Capability string }
+			if json.Unmarshal(ev.Body, &o) == nil && o.Device != "" {
+				add("state/"+o.Device+"/"+o.Capability, json.RawMessage(ev.Body), true, false)
+			}
+		}
+	case runtime.KindActed:
+		var rc runtime.Receipt
+		if json.Unmarshal(ev.Body, &rc) == nil && rc.Device != "" {
+			if u.opts.Forward.Receipts {
+				add("receipts/"+rc.Device+"/"+rc.Capability, json.RawMessage(ev.Body), false, true)
+			}
+			if u.opts.Forward.State && rc.Observed != nil {
+				add("state/"+rc.Device+"/"+rc.Capability, map[string]any{"device": rc.Device, "capability": rc.Capability,
+					"value": rc.Observed, "at": rc.At, "quality": "good", "confirmation": rc.Confirmation}, true, false)
+			}
+		}
+	case runtime.KindApprovalRequested:
+		var ap struct{ ID string }
+		if u.opts.Forward.Approvals && json.Unmarshal(ev.Body, &ap) == nil && ap.ID != "" {
+			add("approvals/"+ap.ID, json.RawMessage(ev.Body), true, true)
+		}
+	case runtime.KindApprovalAnswered, runtime.KindApprovalExpired:
+		var ans struct {
+			Approval string
+			Status   runtime.ApprovalStatus
+		}
+		if u.opts.Forward.Approvals && json.Unmarshal(ev.Body, &ans) == nil && ans.Approval != "" && ans.Status != runtime.ApprovalPending {
+			add("approvals/"+ans.Approval, nil, true, true) // clears the retained request upstream
+		}
+	}
+	return out
+}
+
+// enqueue follows the journal from cursor and appends what is to be sent
+// to the outbox, in batches of up to 100 ms, with the cursor in the same
+// write: after a restart it goes on where it stopped, adding nothing twice.
+func (u *Uplink) enqueue(ctx context.Context, cursor uint64) {
+	evs := make(chan runtime.Event, 1024)
+	go func() {
+		defer close(evs)
+		err := u.eng.Subscribe(ctx, cursor, func(ev runtime.Event) error {
+			select {
+			case evs <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			u.log.Error("uplink stopped following the journal", "error", err)
+		}
+	}()
+	var batch []journal.OutMessage
+	last := cursor
+	flush := func() {
+		if last == cursor {
+			return
+		}
+		if err := u.store.Append(batch, last); err != nil {
+			// The events stay in the journal; the next start queues them.
+			u.log.Error("uplink outbox not written", "error", err)
+			return
+		}
+		cursor, batch = last, batch[:0]
+		if n, err := u.store.Trim(u.opts.MaxBacklog); err == nil && n > 0 {
+			u.dropped.Add(int64(n))
+			u.log.Warn("uplink outbox full: oldest telemetry dropped", "dropped", n, "max_backlog", u.opts.MaxBacklog)
+		}
+		u.poke()
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case ev, ok := <-evs:
+			if !ok {
+				flush()
+				return
+			}
+			batch = append(batch, u.messages(ev)...)
+			last = ev.Seq
+			if len(batch) >= 512 {
+				flush()
+			}
+		case <-t.C:
+			flush()
+		}
+	}
+}
+
+// window is how many messages are in flight at once.
+const window = 64
+
+// send publishes the outbox in order while the link is up, deleting each
+// message once the broker acknowledged it.
+func (u *Uplink) send(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-u.wake:
+		case <-tick.C:
+		}
+		for ctx.Err() == nil && u.c.IsConnectionOpen() {
+			msgs, err := u.store.Peek(0, window)
+			if err != nil {
+				u.log.Error("uplink outbox not read", "error", err)
+				break
+			}
+			if len(msgs) == 0 {
+				break
+			}
+			toks := make([]paho.Token, len(msgs))
+			for i, m := range msgs {
+				toks[i] = u.c.Publish(m.Topic, 1, m.Retain, m.Payload)
+			}
+			var acked []uint64
+			for i, tok := range toks {
+				if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+					break // resent, in order, once the link is back
+				}
+				acked = append(acked, msgs[i].Seq)
+			}
+			if len(acked) > 0 {
+				if err := u.store.Delete(acked); err != nil {
+					u.log.Error("uplink outbox not trimmed", "error", err)
+				}
+				u.sent.Add(int64(len(acked)))
+			}
+			if len(acked) < len(msgs) {
+				break
+			}
+		}
+	}
+}
+
+// serveCommands carries out upstream commands one at a time, in order.
+func (u *Uplink) serveCommands(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-u.commands:
+			u.command(ctx, m)
+		}
+	}
+}
+
+func (u *Uplink) command(ctx context.Context, m paho.Message) {
+	rel := strings.TrimPrefix(m.Topic(), u.opts.Prefix)
+	r := mqtt.ParseRoute(rel)
+	reply := func(rep mqtt.Reply) { u.reply(r, rep) }
+	refuse := func(outcome, why string) {
+		reply(mqtt.Refusal(r, outcome, why))
+		u.log.Info("uplink command not taken", "topic", m.Topic(), "outcome", outcome, "why", why)
+	}
+	if m.Retained() {
+		// A retained command is an old one; it is never carried out.
+		u.ignored.Add(1)
+		u.log.Warn("uplink ignored a retained command", "topic", m.Topic())
+		return
+	}
+	u.handled.Add(1)
+	if r.Kind == "" {
+		refuse(mqtt.OutcomeRefused, "topic "+m.Topic()+" is not "+u.opts.Prefix+"cmd/<device>/<capability> or "+u.opts.Prefix+"run/<plan>")
+		return
+	}
+	req, err := mqtt.Prepare(u.eng, r, m.Payload())
+	if err != nil {
+		refuse(mqtt.OutcomeFailed, err.Error())
+		return
+	}
+	if why := req.Stale(u.opts.Now(), u.opts.MaxCommandAge); why != "" {
+		refuse(mqtt.OutcomeRefused, why)
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	mqtt.Dispatch(cctx, u.eng, u.opts.Principal, "uplink", r, req, reply, func(fn func(context.Context)) {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if !u.stopping {
+			u.wg.Go(func() { fn(ctx) })
+		}
+	})
+}
+
+// reply queues a reply upstream in the outbox, as an essential message.
+func (u *Uplink) reply(r mqtt.Route, rep mqtt.Reply) {
+	payload, err := json.Marshal(rep)
+	if err != nil {
+		return
+	}
+	msg := []journal.OutMessage{{Topic: u.opts.Prefix + r.ReplyTopic(), Payload: payload, Essential: true}}
+	if err := u.store.Push(msg); err != nil {
+		u.log.Error("uplink reply not queued", "error", err)
+		return
+	}
+	u.poke()
+}

@@ -1,0 +1,338 @@
+package uplink
+
+// These tests run the uplink against a bare mochi broker as the upstream,
+// which they stop and restart on the same port. The end-to-end test with a
+// real mosquitto lives with the binary's tests.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
+)
+
+const prefix = "site/gh-1/"
+
+// upstream is a bare broker on a fixed address that can be stopped and
+// started again. Its watcher subscribes inside the broker, before it
+// serves, so that it sees everything a restarted broker receives.
+type upstream struct {
+	t    *testing.T
+	addr string
+	srv  *mochi.Server
+	w    *watcher
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (u *upstream) start() {
+	u.t.Helper()
+	s := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
+	_ = s.AddHook(new(auth.AllowHook), nil)
+	if u.w != nil {
+		w := u.w
+		_ = s.Subscribe(prefix+"#", 1, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
+			w.mu.Lock()
+			w.msgs[pk.TopicName] = append(w.msgs[pk.TopicName], pk.Payload)
+			w.mu.Unlock()
+		})
+	}
+	var err error
+	for range 50 { // the port may linger a moment after a stop
+		if err = s.AddListener(listeners.NewTCP(listeners.Config{ID: "t", Address: u.addr})); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	if err := s.Serve(); err != nil {
+		u.t.Fatal(err)
+	}
+	u.srv = s
+}
+
+func (u *upstream) stop() {
+	if u.srv != nil {
+		_ = u.srv.Close()
+		u.srv = nil
+	}
+}
+
+// watcher collects messages from the upstream broker.
+type watcher struct {
+	mu   sync.Mutex
+	msgs map[string][][]byte
+}
+
+func newUpstream(t *testing.T) *upstream {
+	return &upstream{t: t, addr: freeAddr(t), w: &watcher{msgs: map[string][][]byte{}}}
+}
+
+func (w *watcher) get(topic string) [][]byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([][]byte(nil), w.msgs[topic]...)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type rig struct {
+	eng *runtime.Engine
+	j   *journal.DB
+	u   *Uplink
+	g   *sim.Greenhouse
+}
+
+func startRig(t *testing.T, dir, addr string, maxBacklog int64) (*rig, func()) {
+	t.Helper()
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := sim.New(sim.Options{Devices: []devices.Device{
+		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank",
+			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: devices.TypeNumber}}},
+		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve",
+			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := devices.NewRegistry()
+	_ = reg.Add("sim", g)
+	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: j,
+		Rules:    []governance.Rule{{ID: "up", Principal: "uplink:*", Device: "valve-1", Capability: "open", Decision: governance.DecideAllow}},
+		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := New(eng, j.Outbox(), Options{URL: "tcp://" + addr, ClientID: "gh-1", Prefix: prefix, ReconnectMax: 200 * time.Millisecond,
+		MaxBacklog: maxBacklog, Forward: Forward{Events: true, State: true, Receipts: true, Approvals: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	engDone, upDone := make(chan error, 1), make(chan error, 1)
+	go func() { engDone <- eng.Run(ctx) }()
+	go func() { upDone <- u.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-upDone
+		<-engDone
+		_ = j.Close()
+	}
+	t.Cleanup(stop)
+	return &rig{eng: eng, j: j, u: u, g: g}, stop
+}
+
+func (r *rig) read(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		if obs, err := r.eng.Read(context.Background(), "test", "tank-1", "level"); err != nil || obs.Kind != runtime.Completed {
+			t.Fatalf("read: %+v %v", obs, err)
+		}
+	}
+}
+
+// seqs returns the journal sequences of the events seen upstream.
+func seqs(w *watcher) []uint64 {
+	var out []uint64
+	for _, p := range w.get(prefix + "events") {
+		var ev runtime.Event
+		if json.Unmarshal(p, &ev) == nil {
+			out = append(out, ev.Seq)
+		}
+	}
+	return out
+}
+
+// contiguous fails unless got is exactly from..to, once each, in order.
+func contiguous(t *testing.T, got []uint64, from, to uint64) {
+	t.Helper()
+	if len(got) == 0 || got[0] != from || got[len(got)-1] != to || uint64(len(got)) != to-from+1 {
+		t.Fatalf("events upstream: %d from %v to %v; want %d..%d once each", len(got), first(got), last(got), from, to)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] != got[i-1]+1 {
+			t.Fatalf("events upstream out of order or missing at %d: %d after %d", i, got[i], got[i-1])
+		}
+	}
+}
+
+func first(s []uint64) any {
+	if len(s) == 0 {
+		return "-"
+	}
+	return s[0]
+}
+
+func last(s []uint64) any {
+	if len(s) == 0 {
+		return "-"
+	}
+	return s[len(s)-1]
+}
+
+func TestForwardsInOrderThroughOutagesAndRestarts(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	defer up.stop()
+	w := up.w
+	dir := t.TempDir()
+	r, stop := startRig(t, dir, up.addr, 0)
+	eventually(t, "the link", func() bool { return r.u.Stats().Connected })
+	r.read(t, 20)
+	lastSeq := func() uint64 { return r.eng.LastSeq() }
+	eventually(t, "the first events upstream", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= lastSeq() })
+	firstSeq := seqs(w)[0]
+
+	// The upstream broker goes away; the gateway keeps working.
+	up.stop()
+	eventually(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
+	r.read(t, 30)
+	eventually(t, "a backlog", func() bool { return r.u.Stats().Backlog > 0 })
+	up.start()
+	eventually(t, "the backlog upstream", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= lastSeq() })
+
+	// Down again, with a backlog, and the gateway restarts meanwhile.
+	up.stop()
+	eventually(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
+	r.read(t, 25)
+	eventually(t, "a backlog", func() bool { return r.u.Stats().Backlog > 0 })
+	want := lastSeq()
+	stop()
+	up.start()
+	r, _ = startRig(t, dir, up.addr, 0)
+	eventually(t, "the backlog after the restart", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= want })
+	r.read(t, 5)
+	eventually(t, "the newest events", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= r.eng.LastSeq() })
+	contiguous(t, seqs(w), firstSeq, r.eng.LastSeq())
+	if n := len(w.get(prefix + "state/tank-1/level")); n < 80 {
+		t.Fatalf("%d state messages upstream, want one per reading", n)
+	}
+	if r.u.Stats().Backlog != 0 {
+		t.Fatalf("backlog after delivery = %d", r.u.Stats().Backlog)
+	}
+}
+
+func TestFullOutboxDropsTelemetryNotReceipts(t *testing.T) {
+	up := newUpstream(t) // never started: the link stays down
+	r, _ := startRig(t, t.TempDir(), up.addr, 8<<10)
+	r.read(t, 60)
+	obs, err := r.eng.Do(context.Background(), runtime.Command{Principal: "uplink:gh-1", Origin: "test", RequestID: "1",
+		Device: "valve-1", Capability: "open", Value: devices.Bool(true)})
+	if err != nil || obs.Kind != runtime.Acted {
+		t.Fatalf("command: %+v %v", obs, err)
+	}
+	r.read(t, 60)
+	eventually(t, "drops", func() bool { return r.u.Stats().Dropped > 0 })
+	st := r.u.Stats()
+	if st.BacklogBytes > 8<<10+4096 {
+		t.Fatalf("backlog of %d bytes over a bound of 8 KiB", st.BacklogBytes)
+	}
+	msgs, _ := r.j.Outbox().Peek(0, 10000)
+	var receipts int
+	for _, m := range msgs {
+		if strings.HasPrefix(m.Topic, prefix+"receipts/") {
+			receipts++
+		}
+	}
+	if receipts != 1 {
+		t.Fatalf("receipts in the outbox = %d, want the one kept", receipts)
+	}
+	// The drops are visible as a link event too, once the link is seen.
+}
+
+func TestUpstreamCommands(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	defer up.stop()
+	w := up.w
+	r, _ := startRig(t, t.TempDir(), up.addr, 0)
+	eventually(t, "the link", func() bool { return r.u.Stats().Connected })
+	time.Sleep(100 * time.Millisecond) // the uplink's subscriptions settle
+	pub := func(topic, payload string, retain bool) {
+		if err := up.srv.Publish(prefix+topic, []byte(payload), retain, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replies := func() []map[string]any {
+		var out []map[string]any
+		for _, p := range w.get(prefix + "reply/valve-1/open") {
+			var m map[string]any
+			_ = json.Unmarshal(p, &m)
+			out = append(out, m)
+		}
+		return out
+	}
+	old := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	pub("cmd/valve-1/open", `{"value": true, "id": "u-1", "at": "`+old+`"}`, false)
+	pub("cmd/valve-1/open", `{"value": true, "id": "u-2"}`, false)
+	pub("cmd/valve-1/open", `{"value": true, "id": "u-3", "expires": "`+time.Now().Add(time.Minute).UTC().Format(time.RFC3339)+`"}`, false)
+	eventually(t, "three replies", func() bool { return len(replies()) == 3 })
+	got := replies()
+	if got[0]["outcome"] != "refused" || !strings.Contains(fmt.Sprint(got[0]["why"]), "stale: sent at") {
+		t.Fatalf("an hour-old command: %v", got[0])
+	}
+	if got[1]["outcome"] != "refused" || !strings.Contains(fmt.Sprint(got[1]["why"]), "cannot be told") {
+		t.Fatalf("a command of unknown age: %v", got[1])
+	}
+	if got[2]["outcome"] != "acted" || got[2]["id"] != "u-3" {
+		t.Fatalf("a fresh command: %v", got[2])
+	}
+	if n := r.g.Count("write", "valve-1", "open"); n != 1 {
+		t.Fatalf("the valve was written %d times, want 1", n)
+	}
+	// A command waiting on the broker as a retained message when the link
+	// comes back is never carried out.
+	up.stop()
+	eventually(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
+	up.start()
+	pub("cmd/valve-1/open", `{"value": false, "id": "u-4", "expires": "`+time.Now().Add(time.Minute).UTC().Format(time.RFC3339)+`"}`, true)
+	eventually(t, "the link again", func() bool { return r.u.Stats().Connected })
+	time.Sleep(300 * time.Millisecond)
+	if n := r.g.Count("write", "valve-1", "open"); n != 1 || r.u.Stats().IgnoredRetained != 1 {
+		t.Fatalf("the valve was written %d times after a retained command (%d ignored), want 1", n, r.u.Stats().IgnoredRetained)
+	}
+}
