@@ -101,6 +101,7 @@ type Engine struct {
 	byTarget  map[string]string // "device.capability" -> pending approval id
 	runs      map[string]*run
 	requests  map[string]*run // idempotency key of a command -> its run
+	ended     []*run          // ended runs still held, oldest first
 	changes   map[string]*changes
 	actLocks  map[string]chan struct{}
 	// locked holds, by "device.capability", the attempt whose effect is

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"time"
 
@@ -80,27 +79,20 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 	e.forgetRun(r)
 }
 
-// forgetRun drops ended runs beyond the newest 1000, so memory stays bounded.
-func (e *Engine) forgetRun(_ *run) {
+// forgetRun queues an ended run and drops the oldest ended runs beyond the
+// newest 1000, so memory stays bounded at a constant cost per run.
+func (e *Engine) forgetRun(r *run) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	const keep = 1000
-	if len(e.runs) <= keep {
-		return
-	}
-	var ended []*run
-	for _, r := range e.runs {
-		if r.record().Status == RunEnded {
-			ended = append(ended, r)
-		}
-	}
-	slices.SortFunc(ended, func(a, b *run) int { return a.record().StartedAt.Compare(b.record().StartedAt) })
-	for _, r := range ended[:max(0, len(e.runs)-keep)] {
-		delete(e.runs, r.rec.ID)
-		for k, v := range e.requests {
-			if v == r {
-				delete(e.requests, k)
-			}
+	e.ended = append(e.ended, r)
+	for len(e.ended) > keep {
+		old := e.ended[0]
+		e.ended[0] = nil
+		e.ended = e.ended[1:]
+		delete(e.runs, old.rec.ID)
+		if old.requestKey != "" && e.requests[old.requestKey] == old {
+			delete(e.requests, old.requestKey)
 		}
 	}
 }

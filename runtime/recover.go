@@ -148,9 +148,12 @@ func (e *Engine) resumeRunLocked(rr RunRecord, ap Approval) (*run, string) {
 	close(r.firstDone)
 	e.runs[rr.ID] = r
 	if rr.Plan == "command" && rr.RequestID != "" {
-		e.requests[rr.Principal+"/"+rr.RequestID] = r
+		r.requestKey = rr.Principal + "/" + rr.RequestID
 	} else if rr.RequestID != "" {
-		e.requests[rr.Principal+"/run/"+rr.RequestID] = r
+		r.requestKey = rr.Principal + "/run/" + rr.RequestID
+	}
+	if r.requestKey != "" {
+		e.requests[r.requestKey] = r
 	}
 	return r, ""
 }

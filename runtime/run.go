@@ -114,6 +114,8 @@ func (p *Plan) validate() error {
 type run struct {
 	plan      *Plan
 	requestID string
+	// requestKey is the key of e.requests that names this run, if any.
+	requestKey string
 	cancel    context.CancelFunc
 	first     chan Observation // the first observation that ends or parks a step
 	firstDone chan struct{}    // closed once first has been sent
@@ -291,6 +293,7 @@ func (e *Engine) Do(ctx context.Context, cmd Command) (Observation, error) {
 		return Observation{}, err
 	}
 	e.requests[key] = r
+	r.requestKey = key
 	e.mu.Unlock()
 	e.start(r)
 	select {
@@ -355,6 +358,7 @@ func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error)
 	}
 	if key != "" {
 		e.requests[key] = r
+		r.requestKey = key
 	}
 	e.mu.Unlock()
 	e.start(r)
