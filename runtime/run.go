@@ -116,10 +116,10 @@ type run struct {
 	requestID string
 	// requestKey is the key of e.requests that names this run, if any.
 	requestKey string
-	cancel    context.CancelFunc
-	first     chan Observation // the first observation that ends or parks a step
-	firstDone chan struct{}    // closed once first has been sent
-	done      chan struct{}
+	cancel     context.CancelFunc
+	first      chan Observation // the first observation that ends or parks a step
+	firstDone  chan struct{}    // closed once first has been sent
+	done       chan struct{}
 
 	// mu guards everything below.
 	mu sync.Mutex
