@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/shadowgate/shadowgate/examples"
@@ -32,6 +33,12 @@ const (
 	exitRefused       = 3
 	exitTimeout       = 4
 	exitUnavailable   = 5
+)
+
+// The demo's login, whose hash is in examples/demo.yaml.
+const (
+	demoUser     = "demo"
+	demoPassword = "greenhouse-demo"
 )
 
 // version is stamped by the Makefile from git describe.
@@ -109,6 +116,17 @@ func serve(args []string, stderr io.Writer) int {
 	if *demo {
 		fmt.Fprintf(stderr, "shadowgate %s: demo greenhouse on simulated devices, mode %s; every write asks a person.\n"+
 			"The plan irrigate runs every minute and its writes wait for approval; stop with Ctrl-C.\n", version, cfg.Mode)
+		if m := cfg.MQTT; m != nil {
+			host, port, _ := strings.Cut(m.Listen, ":")
+			if host == "" {
+				host = "127.0.0.1"
+			}
+			fmt.Fprintf(stderr, "\nMQTT on %s, user %s, password %s. Watch and command:\n"+
+				"  mosquitto_sub -h %s -p %s -u %s -P %s -t '%s#' -v\n"+
+				"  mosquitto_pub -h %s -p %s -u %s -P %s -t '%scmd/valve-1/open' -m '{\"value\": true, \"id\": \"try-1\"}'\n\n",
+				m.Listen, demoUser, demoPassword, host, port, demoUser, demoPassword, m.Prefix,
+				host, port, demoUser, demoPassword, m.Prefix)
+		}
 	}
 	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: *demo, Logger: log}); err != nil {
 		log.Error("gateway failed", "error", err)

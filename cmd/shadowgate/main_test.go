@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shadowgate/shadowgate/gateway/access"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -36,5 +38,24 @@ func TestExitCodes(t *testing.T) {
 		if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.output) {
 			t.Errorf("shadowgate %q = %d, %q%q; want %d and output containing %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.output)
 		}
+	}
+}
+
+// TestDemoLoginMatchesTheDemoConfiguration keeps the login the demo prints
+// in step with the hash in examples/demo.yaml.
+func TestDemoLoginMatchesTheDemoConfiguration(t *testing.T) {
+	cfg, err := load("", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := access.NewUsers(cfg.Users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := users.Check(demoUser, []byte(demoPassword)); !ok {
+		t.Fatalf("the demo login %s / %s does not match examples/demo.yaml", demoUser, demoPassword)
+	}
+	if cfg.MQTT == nil || cfg.MQTT.Listen != "127.0.0.1:1883" {
+		t.Fatalf("the demo broker listens on %+v, want loopback", cfg.MQTT)
 	}
 }

@@ -138,7 +138,10 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 		limiter: access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
 	b.srv = mochi.New(&mochi.Options{
 		Capabilities: caps, InlineClient: true, SysTopicResendInterval: 30,
-		Logger: opts.Logger.With("part", "mochi"),
+		// mochi warns about every dropped connection and refused login
+		// (which the hook already logs, rate-limited); only its errors
+		// are worth an operator's attention.
+		Logger: slog.New(minLevel{opts.Logger.Handler(), slog.LevelError}).With("part", "mochi"),
 	})
 	b.replier = b.srv.NewClient(nil, mochi.LocalListener, "shadowgate-replies", true)
 	b.replier.Properties.ProtocolVersion = 5
@@ -366,3 +369,19 @@ func (h *hook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, e
 	b.handle(cl, pk, rel)
 	return pk, packets.CodeSuccessIgnore
 }
+
+// minLevel is a slog handler that drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler { return minLevel{h.Handler.WithGroup(name), h.min} }
