@@ -384,4 +384,6 @@ func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 	return minLevel{h.Handler.WithAttrs(as), h.min}
 }
 
-func (h minLevel) WithGroup(name string) slog.Handler { return minLevel{h.Handler.WithGroup(name), h.min} }
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
+}
