@@ -6,7 +6,15 @@ package mqtt
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"math/big"
+	"sync"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -34,11 +42,16 @@ type testGW struct {
 	g    *sim.Greenhouse
 	b    *Broker
 	addr string
+	stop func()
 }
 
 type gwOptions struct {
-	burst     int
-	anonymous *access.Role
+	burst      int
+	anonymous  *access.Role
+	dir        string // the journal's directory; default a new one
+	tls        *tls.Config
+	websocket  string
+	maxClients int
 }
 
 func hash(t *testing.T, pw string) []byte {
@@ -63,7 +76,10 @@ func greenhouse() []devices.Device {
 
 func startGW(t *testing.T, o gwOptions) *testGW {
 	t.Helper()
-	dir := t.TempDir()
+	dir := o.dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -97,8 +113,12 @@ func startGW(t *testing.T, o gwOptions) *testGW {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(eng, Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, Anonymous: o.anonymous,
-		CommandBurst: o.burst, MaxPayload: 4096})
+	opts := Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, Anonymous: o.anonymous,
+		CommandBurst: o.burst, MaxPayload: 4096, TLS: o.tls, WebsocketListen: o.websocket, MaxClients: o.maxClients}
+	if o.tls != nil {
+		opts.TLSListen = "127.0.0.1:0"
+	}
+	b, err := New(eng, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,17 +126,25 @@ func startGW(t *testing.T, o gwOptions) *testGW {
 	engDone, brokerDone := make(chan error, 1), make(chan error, 1)
 	go func() { engDone <- eng.Run(ctx) }()
 	go func() { brokerDone <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-brokerDone
-		<-engDone
-		_ = j.Close()
-	})
-	return &testGW{t: t, eng: eng, g: g, b: b, addr: b.Addr("tcp")}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-brokerDone
+			<-engDone
+			_ = j.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &testGW{t: t, eng: eng, g: g, b: b, addr: b.Addr("tcp"), stop: stop}
 }
 
 func (gw *testGW) client(user, password string) (paho.Client, error) {
-	o := paho.NewClientOptions().AddBroker("tcp://" + gw.addr).SetClientID(fmt.Sprintf("%s-%d", user, time.Now().UnixNano())).
+	return gw.clientAt("tcp://"+gw.addr, nil, user, password)
+}
+
+func (gw *testGW) clientAt(url string, tc *tls.Config, user, password string) (paho.Client, error) {
+	o := paho.NewClientOptions().AddBroker(url).SetTLSConfig(tc).SetClientID(fmt.Sprintf("%s-%d", user, time.Now().UnixNano())).
 		SetUsername(user).SetPassword(password).SetAutoReconnect(false).SetConnectTimeout(5 * time.Second).SetProtocolVersion(4)
 	c := paho.NewClient(o)
 	tok := c.Connect()
@@ -461,5 +489,81 @@ func TestV5ResponseTopicAndCorrelationData(t *testing.T) {
 	}
 	if n := gw.g.Count("write", "valve-1", "open"); n != 1 {
 		t.Fatalf("the valve was written %d times, want 1", n)
+	}
+}
+
+// selfSigned returns a server certificate for 127.0.0.1 and a pool that
+// trusts it.
+func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "shadowgate test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}, pool
+}
+
+func TestTLSAndWebsocketListeners(t *testing.T) {
+	srv, pool := selfSigned(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := l.Addr().String()
+	l.Close()
+	gw := startGW(t, gwOptions{tls: srv, websocket: ws})
+	for _, url := range []string{"ssl://" + gw.b.Addr("tls"), "ws://" + ws} {
+		c, err := gw.clientAt(url, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, "alice", "alice-password")
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		replies := subscribe(t, c, prefix+"reply/tank-1/level")
+		publish(t, c, prefix+"cmd/tank-1/level", 1, `{}`)
+		if r := nextReply(t, replies, url); r.Outcome != OutcomeCompleted {
+			t.Fatalf("%s: %+v", url, r)
+		}
+	}
+	// Without the certificate's authority, TLS refuses.
+	if _, err := gw.clientAt("ssl://"+gw.b.Addr("tls"), &tls.Config{MinVersion: tls.VersionTLS12}, "alice", "alice-password"); err == nil {
+		t.Fatal("a client that does not trust the certificate connected")
+	}
+}
+
+func TestClientsAreCapped(t *testing.T) {
+	gw := startGW(t, gwOptions{maxClients: 2})
+	gw.mustClient("alice", "alice-password")
+	gw.mustClient("victor", "victor-password")
+	if _, err := gw.client("bob", "bob-password"); err == nil {
+		t.Fatal("a third client connected to a broker capped at 2")
+	}
+}
+
+func TestStateIsRepublishedFromTheJournalOnStart(t *testing.T) {
+	dir := t.TempDir()
+	gw := startGW(t, gwOptions{dir: dir})
+	alice := gw.mustClient("alice", "alice-password")
+	replies := subscribe(t, alice, prefix+"reply/valve-1/open")
+	publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": true}`)
+	if r := nextReply(t, replies, "the command"); r.Outcome != OutcomeActed {
+		t.Fatalf("command: %+v", r)
+	}
+	gw.stop()
+
+	gw = startGW(t, gwOptions{dir: dir})
+	late := gw.mustClient("victor", "victor-password")
+	state := subscribe(t, late, prefix+"state/valve-1/open")
+	m := next(t, state, "the retained state after a restart")
+	if !m.Retained() || !strings.Contains(string(m.Payload()), `"value":true`) || !strings.Contains(string(m.Payload()), `"confirmation":"confirmed"`) {
+		t.Fatalf("state after a restart (retained %v): %s", m.Retained(), m.Payload())
 	}
 }

@@ -122,10 +122,13 @@ type Uplink struct {
 	connected                       atomic.Bool
 	dropped, sent, handled, ignored atomic.Int64
 
-	// mu guards stopping; wg holds the watchers of parked commands.
-	mu       sync.Mutex
-	stopping bool
-	wg       sync.WaitGroup
+	// mu guards stopping and the drop reports; wg holds the watchers of
+	// parked commands.
+	mu         sync.Mutex
+	stopping   bool
+	unreported int
+	reportedAt time.Time
+	wg         sync.WaitGroup
 }
 
 // New checks the options and builds the uplink; Run connects.
@@ -331,7 +334,7 @@ func (u *Uplink) enqueue(ctx context.Context, cursor uint64) {
 		cursor, batch = last, batch[:0]
 		if n, err := u.store.Trim(u.opts.MaxBacklog); err == nil && n > 0 {
 			u.dropped.Add(int64(n))
-			u.log.Warn("uplink outbox full: oldest telemetry dropped", "dropped", n, "max_backlog", u.opts.MaxBacklog)
+			u.reportDrops(n)
 		}
 		u.poke()
 	}
@@ -353,6 +356,24 @@ func (u *Uplink) enqueue(ctx context.Context, cursor uint64) {
 			flush()
 		}
 	}
+}
+
+// reportDrops logs and journals dropped telemetry, at most once a minute
+// with the count since the last report.
+func (u *Uplink) reportDrops(n int) {
+	u.mu.Lock()
+	u.unreported += n
+	now := u.opts.Now()
+	if now.Sub(u.reportedAt) < time.Minute {
+		u.mu.Unlock()
+		return
+	}
+	count := u.unreported
+	u.unreported, u.reportedAt = 0, now
+	u.mu.Unlock()
+	backlog, bytes, _ := u.store.Usage()
+	u.log.Warn("uplink outbox full: oldest telemetry dropped", "dropped", count, "max_backlog", u.opts.MaxBacklog)
+	u.note("dropping", fmt.Sprintf("the outbox is full (%d bytes allowed): %d telemetry messages dropped", u.opts.MaxBacklog, count), backlog, bytes)
 }
 
 // window is how many messages are in flight at once.

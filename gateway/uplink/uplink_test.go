@@ -281,7 +281,17 @@ func TestFullOutboxDropsTelemetryNotReceipts(t *testing.T) {
 	if receipts != 1 {
 		t.Fatalf("receipts in the outbox = %d, want the one kept", receipts)
 	}
-	// The drops are visible as a link event too, once the link is seen.
+	// The drops are a link event too.
+	evs, _ := r.eng.Events(context.Background(), 0, 10000)
+	var found bool
+	for _, ev := range evs {
+		if ev.Kind == runtime.KindLink && strings.Contains(string(ev.Body), `"state":"dropping"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no link event reports the drops")
+	}
 }
 
 func TestUpstreamCommands(t *testing.T) {
