@@ -281,17 +281,16 @@ func TestFullOutboxDropsTelemetryNotReceipts(t *testing.T) {
 	if receipts != 1 {
 		t.Fatalf("receipts in the outbox = %d, want the one kept", receipts)
 	}
-	// The drops are a link event too.
-	evs, _ := r.eng.Events(context.Background(), 0, 10000)
-	var found bool
-	for _, ev := range evs {
-		if ev.Kind == runtime.KindLink && strings.Contains(string(ev.Body), `"state":"dropping"`) {
-			found = true
+	// The drops are a link event too, once it is written.
+	eventually(t, "a link event reporting the drops", func() bool {
+		evs, _ := r.eng.Events(context.Background(), 0, 10000)
+		for _, ev := range evs {
+			if ev.Kind == runtime.KindLink && strings.Contains(string(ev.Body), `"state":"dropping"`) {
+				return true
+			}
 		}
-	}
-	if !found {
-		t.Fatal("no link event reports the drops")
-	}
+		return false
+	})
 }
 
 func TestUpstreamCommands(t *testing.T) {
