@@ -151,7 +151,10 @@ func New(eng *runtime.Engine, store Store, opts Options) (*Uplink, error) {
 		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).
 		SetConnectRetryInterval(min(time.Second, opts.ReconnectMax)).SetMaxReconnectInterval(opts.ReconnectMax).
 		SetKeepAlive(30 * time.Second).SetPingTimeout(10 * time.Second).SetConnectTimeout(10 * time.Second).
-		SetWriteTimeout(10 * time.Second).SetOrderMatters(false).SetStore(paho.NewOrderedMemoryStore()).
+		SetWriteTimeout(10 * time.Second).SetStore(paho.NewOrderedMemoryStore()).
+		// Commands are handled in the order they arrive; the handler only
+		// queues them, so it never blocks paho.
+		SetOrderMatters(true).
 		SetOnConnectHandler(u.onConnect).
 		SetConnectionLostHandler(func(_ paho.Client, err error) { u.onLost(err) })
 	if opts.TLS != nil {
