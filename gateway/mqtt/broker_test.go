@@ -47,6 +47,7 @@ type testGW struct {
 
 type gwOptions struct {
 	burst      int
+	perMinute  int
 	anonymous  *access.Role
 	dir        string // the journal's directory; default a new one
 	tls        *tls.Config
@@ -114,7 +115,7 @@ func startGW(t *testing.T, o gwOptions) *testGW {
 		t.Fatal(err)
 	}
 	opts := Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, Anonymous: o.anonymous,
-		CommandBurst: o.burst, MaxPayload: 4096, TLS: o.tls, WebsocketListen: o.websocket, MaxClients: o.maxClients}
+		CommandBurst: o.burst, CommandsPerMinute: o.perMinute, MaxPayload: 4096, TLS: o.tls, WebsocketListen: o.websocket, MaxClients: o.maxClients}
 	if o.tls != nil {
 		opts.TLSListen = "127.0.0.1:0"
 	}
@@ -391,7 +392,7 @@ func TestBadInputGetsARepliesNamingTheProblem(t *testing.T) {
 }
 
 func TestRateLimitPerPrincipal(t *testing.T) {
-	gw := startGW(t, gwOptions{burst: 2})
+	gw := startGW(t, gwOptions{burst: 2, perMinute: 1}) // no token comes back within the test
 	alice := gw.mustClient("alice", "alice-password")
 	replies := subscribe(t, alice, prefix+"reply/tank-1/level")
 	for i := range 3 {
