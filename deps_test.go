@@ -80,6 +80,14 @@ func violations(pkgs map[string]pkgInfo) []string {
 				}
 			}
 		}
+		if rel == "web" || strings.HasPrefix(rel, "web/") || rel == "gateway/mqtt" || rel == "gateway/uplink" {
+			// Surfaces use the runtime's public API: no bbolt, no driver.
+			for _, imp := range p.imports {
+				if strings.HasPrefix(imp, "go.etcd.io/bbolt") || strings.HasPrefix(imp, module+"/drivers") {
+					bad = append(bad, rel+" imports "+imp+" (a surface reaches storage and devices through the runtime)")
+				}
+			}
+		}
 		for _, d := range p.deps {
 			if strings.HasPrefix(d, module+"/cmd") || (d == module+"/gateway" && !strings.HasPrefix(rel, "cmd")) {
 				bad = append(bad, rel+" depends on "+d+" (nothing imports cmd or gateway)")
@@ -105,14 +113,16 @@ func TestImportDirection(t *testing.T) {
 // TestImportDirectionCatchesViolations proves the check can fail.
 func TestImportDirectionCatchesViolations(t *testing.T) {
 	fake := map[string]pkgInfo{
-		module + "/governance":  {imports: []string{"os"}, deps: []string{"os"}},
-		module + "/runtime":     {deps: []string{module + "/drivers/sim"}},
-		module + "/drivers/sim": {deps: []string{module + "/runtime", module + "/devices"}},
-		module + "/devices":     {deps: []string{"go.etcd.io/bbolt"}},
+		module + "/governance":   {imports: []string{"os"}, deps: []string{"os"}},
+		module + "/runtime":      {deps: []string{module + "/drivers/sim"}},
+		module + "/drivers/sim":  {deps: []string{module + "/runtime", module + "/devices"}},
+		module + "/devices":      {deps: []string{"go.etcd.io/bbolt"}},
+		module + "/gateway/mqtt": {imports: []string{"go.etcd.io/bbolt"}},
 	}
 	got := violations(fake)
 	for _, want := range []string{"governance imports os", "runtime depends on " + module + "/drivers/sim",
-		"drivers/sim depends on " + module + "/runtime", "devices depends on go.etcd.io/bbolt"} {
+		"drivers/sim depends on " + module + "/runtime", "devices depends on go.etcd.io/bbolt",
+		"gateway/mqtt imports go.etcd.io/bbolt"} {
 		found := false
 		for _, g := range got {
 			found = found || strings.HasPrefix(g, want)
