@@ -51,6 +51,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives operational logs. Nil discards them.
 	Logger *slog.Logger
+	// OnStep, if set, is told the outcome and duration of every read and
+	// write step, for metrics. It must not block.
+	OnStep func(ObservationKind, time.Duration)
 }
 
 // Errors of the engine.

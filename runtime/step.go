@@ -56,7 +56,11 @@ func (e *Engine) Read(ctx context.Context, principal, device, capability string)
 }
 
 // read is the read step: it never changes the world, so it has no attempt.
-func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, capability string) Observation {
+func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, capability string) (obs Observation) {
+	if e.opts.OnStep != nil {
+		start := time.Now()
+		defer func() { e.opts.OnStep(obs.Kind, time.Since(start)) }()
+	}
 	runID := r.id()
 	base := Observation{Run: runID, Step: step, Device: device, Capability: capability}
 	if err := ctx.Err(); err != nil {

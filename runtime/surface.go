@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
 )
 
 // This file is the part of the engine's API that the surfaces (MQTT, the
@@ -95,4 +96,44 @@ func (e *Engine) States() []StateRecord {
 // it to be durable.
 func (e *Engine) Note(ctx context.Context, kind Kind, device string, body any) (Event, error) {
 	return e.commit(ctx, Async, Event{Kind: kind, Device: device}, body, nil)
+}
+
+// KindLogin records a login, a failed login or a logout on the console or
+// the API. It never carries a password.
+const KindLogin Kind = "login"
+
+// Attempt returns the journal's record of an actuation by its idempotency key.
+func (e *Engine) Attempt(ctx context.Context, key string) (Attempt, bool, error) {
+	return e.j.Attempt(ctx, key)
+}
+
+// RecentApprovals returns up to n approvals this engine has seen closed
+// (answered, expired or superseded), newest first.
+func (e *Engine) RecentApprovals(n int) []Approval {
+	e.mu.Lock()
+	var out []Approval
+	for _, p := range e.approvals {
+		if p.rec.Status != ApprovalPending {
+			out = append(out, p.rec)
+		}
+	}
+	e.mu.Unlock()
+	slices.SortFunc(out, func(a, b Approval) int { return b.RequestedAt.Compare(a.RequestedAt) })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// Interlocks returns the conditions an actuator's writes depend on.
+func (e *Engine) Interlocks(device, capability string) []governance.Condition {
+	if p := e.policies[ref(device, capability)]; p != nil {
+		return slices.Clone(p.Interlocks)
+	}
+	return nil
+}
+
+// Reading returns the latest reading of "device.capability".
+func (e *Engine) Reading(sensor string) (devices.Reading, bool) {
+	return e.facts.get(sensor)
 }

@@ -24,7 +24,11 @@ type writeReq struct {
 }
 
 // write is the write step. It returns an ApprovalRequest when it parks.
-func (e *Engine) write(ctx context.Context, w *writeReq) Observation {
+func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
+	if e.opts.OnStep != nil {
+		start := time.Now()
+		defer func() { e.opts.OnStep(obs.Kind, time.Since(start)) }()
+	}
 	base := Observation{Run: w.run.id(), Step: w.step, Device: w.device, Capability: w.capability}
 	if err := ctx.Err(); err != nil {
 		return e.failed(ctx, base, "cancelled before acting")

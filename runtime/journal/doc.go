@@ -17,6 +17,7 @@
 //	state      "mode", "reading/<device>.<capability>", "receipt/<device>.<capability>" (JSON)
 //	outbox     messages waiting for the uplink
 //	meta       "schema", "head", "anchor", "bytes"
+//	sessions   console sessions (JSON), key = SHA-256 of the session cookie
 //
 // meta "schema" is a big-endian uint32. A file with a newer schema than this
 // build knows is refused with a *SchemaError, never rewritten.

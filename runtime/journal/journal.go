@@ -40,7 +40,8 @@ var (
 	bState     = []byte("state")
 	bOutbox    = []byte("outbox")
 	bMeta      = []byte("meta")
-	buckets    = [][]byte{bJournal, bEffects, bApprovals, bRules, bRuns, bState, bOutbox, bMeta}
+	bSessions  = []byte("sessions")
+	buckets    = [][]byte{bJournal, bEffects, bApprovals, bRules, bRuns, bState, bOutbox, bMeta, bSessions}
 
 	kSchema = []byte("schema")
 	kHead   = []byte("head")
@@ -72,6 +73,9 @@ type Options struct {
 	ReadOnly bool
 	// Logger receives the journal's operational logs. Nil discards them.
 	Logger *slog.Logger
+	// OnCommit, if set, is told how long each write (fsync included) took
+	// and how many events it carried, for metrics. It must not block.
+	OnCommit func(took time.Duration, events int)
 }
 
 func (o *Options) setDefaults() {

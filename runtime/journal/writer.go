@@ -129,6 +129,9 @@ func (j *DB) flushOnce() {
 		return
 	}
 	j.committed = last
+	if j.opts.OnCommit != nil {
+		j.opts.OnCommit(took, len(batch))
+	}
 	if j.notify != nil {
 		j.notify(last)
 	}
