@@ -20,6 +20,7 @@ import (
 	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
+	"github.com/shadowgate/shadowgate/web"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
@@ -52,6 +53,9 @@ type Built struct {
 	MQTT *mqtt.Options
 	// Uplink configures the link upstream; nil without one.
 	Uplink *uplink.Options
+	// Web configures the console; nil when it is turned off. Its Users,
+	// Sessions, Verify, stats and Logger are set by Run.
+	Web *web.Options
 }
 
 // Driver types this build knows.
@@ -258,6 +262,7 @@ func (c *checker) build(cfg *Config) *Built {
 	if cfg.Uplink != nil {
 		b.Uplink = c.uplink(path{"uplink"}, cfg.Uplink, b.GatewayID)
 	}
+	b.Web = c.web(path{"web"}, cfg.Web)
 	b.Sim = map[string]sim.Options{}
 	for i, d := range cfg.Drivers {
 		if d.Sim == nil {
@@ -850,5 +855,47 @@ func (c *checker) uplink(p path, uc *UplinkConfig, gatewayID string) *uplink.Opt
 	o.MaxBacklog = c.size(p.with("max_backlog"), uc.MaxBacklog)
 	o.MaxCommandAge = c.duration(p.with("max_command_age"), uc.MaxCommandAge, 0)
 	o.ReconnectMax = c.duration(p.with("reconnect_max"), uc.ReconnectMax, 0)
+	return o
+}
+
+var tokenHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (c *checker) web(p path, wc WebConfig) *web.Options {
+	if wc.Enabled != nil && !*wc.Enabled {
+		return nil
+	}
+	o := &web.Options{Listen: wc.Listen}
+	if o.Listen == "" {
+		o.Listen = ":8080"
+	}
+	o.SessionTTL = c.duration(p.with("session_ttl"), wc.SessionTTL, 12*time.Hour)
+	switch {
+	case wc.CertFile == "" && wc.KeyFile == "":
+	case wc.CertFile == "" || wc.KeyFile == "":
+		c.errf(p, "give both cert_file and key_file for TLS")
+	default:
+		cert, err := tls.LoadX509KeyPair(wc.CertFile, wc.KeyFile)
+		if err != nil {
+			c.errf(p.with("cert_file"), "loading the certificate: %v", err)
+		} else {
+			o.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+	}
+	names := map[string]bool{}
+	for i, tc := range wc.Tokens {
+		tp := p.with("tokens", i)
+		if !namePattern.MatchString(tc.Name) || names[tc.Name] {
+			c.errf(tp.with("name"), "%q is not a valid token name, or is used twice", tc.Name)
+		}
+		names[tc.Name] = true
+		r, err := access.ParseRole(tc.Role)
+		if err != nil {
+			c.errf(tp.with("role"), "%v", err)
+		}
+		if !tokenHash.MatchString(tc.TokenHash) {
+			c.errf(tp.with("token_hash"), "want the SHA-256 of the token as 64 lowercase hex digits (shadowgate hash-token makes one)")
+		}
+		o.Tokens = append(o.Tokens, web.Token{Name: tc.Name, Role: r, Hash: tc.TokenHash})
+	}
 	return o
 }

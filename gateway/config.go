@@ -27,6 +27,30 @@ type Config struct {
 	Users     []UserConfig    `yaml:"users"`
 	MQTT      MQTTConfig      `yaml:"mqtt"`
 	Uplink    *UplinkConfig   `yaml:"uplink"`
+	Web       WebConfig       `yaml:"web"`
+}
+
+// WebConfig is the console and the HTTP API.
+type WebConfig struct {
+	// Enabled turns the console off when false. Default on.
+	Enabled *bool `yaml:"enabled"`
+	// Listen is the address. Default ":8080".
+	Listen   string `yaml:"listen"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// SessionTTL is how long a login lasts. Default 12h.
+	SessionTTL string `yaml:"session_ttl"`
+	// Tokens are API clients' bearer tokens, stored as SHA-256 hex.
+	Tokens []TokenConfig `yaml:"tokens"`
+}
+
+// TokenConfig is one API client.
+type TokenConfig struct {
+	Name string `yaml:"name"`
+	Role string `yaml:"role"`
+	// TokenHash is the SHA-256 of the token in hex; shadowgate hash-token
+	// makes a token and its hash.
+	TokenHash string `yaml:"token_hash"`
 }
 
 // UplinkConfig connects the gateway to a site or fleet broker.

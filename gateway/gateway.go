@@ -13,7 +13,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
+	"github.com/shadowgate/shadowgate/web"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
 )
@@ -36,6 +39,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Ready, if set, is called once the gateway serves.
 	Ready func(Parts)
+	// Notice receives what a person must read once, such as a generated
+	// admin password. Nil means standard error.
+	Notice io.Writer
+	// WebListener, if set, is the console's listener (tests).
+	WebListener net.Listener
 }
 
 // Parts are the running pieces of a gateway, for tests and embedding.
@@ -45,6 +53,8 @@ type Parts struct {
 	MQTT *mqtt.Broker
 	// Uplink is the link upstream, or nil without one.
 	Uplink *uplink.Uplink
+	// Web is the console, or nil when it is turned off.
+	Web *web.Server
 }
 
 // Run runs the gateway until ctx is done. It returns nil on a clean stop.
@@ -66,10 +76,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	log.Info("gateway starting", "gateway_id", cfg.GatewayID, "state_dir", stateDir, "config", cfg.File, "mode", cfg.Mode)
 
+	metrics := web.NewMetrics()
 	// The journal opens first: if another gateway holds the state
 	// directory, nothing else is touched.
 	jopts := cfg.Journal
 	jopts.Logger = log.With("component", "journal")
+	jopts.OnCommit = metrics.ObserveCommit
 	var j runtime.Journal
 	db, err := journal.Open(journal.Path(stateDir), jopts)
 	var corrupt *journal.CorruptError
@@ -118,17 +130,28 @@ func Run(ctx context.Context, opts Options) (err error) {
 		Registry: reg, Journal: j, Policies: cfg.Policies, Modes: cfg.Modes, Mode: cfg.Mode, Rules: cfg.Rules,
 		Plans: cfg.Plans, OperateWithin: cfg.OperateWithin, ApprovalTimeout: cfg.ApprovalTimeout,
 		MaxRuleTTL: cfg.MaxRuleTTL, CommandLease: cfg.CommandLease, Logger: log.With("component", "runtime"),
+		OnStep: metrics.ObserveStep,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the engine: %w", err)
 	}
+	accounts := cfg.Users
+	if len(accounts) == 0 {
+		admin, err := firstAdmin(stateDir, opts.Notice)
+		if err != nil {
+			_ = eng.Close()
+			return err
+		}
+		accounts = []access.User{admin}
+	}
+	users, err := access.NewUsers(accounts)
+	if err != nil {
+		_ = eng.Close()
+		return fmt.Errorf("users: %w", err)
+	}
 	var broker *mqtt.Broker
 	if cfg.MQTT != nil {
 		mo := *cfg.MQTT
-		users, err := access.NewUsers(cfg.Users)
-		if err != nil {
-			return fmt.Errorf("users: %w", err)
-		}
 		mo.Users, mo.Logger = users, log.With("component", "mqtt")
 		if broker, err = mqtt.New(eng, mo); err != nil {
 			_ = eng.Close()
@@ -146,6 +169,39 @@ func Run(ctx context.Context, opts Options) (err error) {
 		uo := *cfg.Uplink
 		uo.Logger = log.With("component", "uplink")
 		if link, err = uplink.New(eng, db.Outbox(), uo); err != nil {
+			_ = eng.Close()
+			return err
+		}
+	}
+
+	var console *web.Server
+	if cfg.Web != nil {
+		wo := *cfg.Web
+		wo.Users, wo.Logger, wo.Metrics = users, log.With("component", "web"), metrics
+		if opts.WebListener != nil {
+			wo.Listener = opts.WebListener
+		}
+		if db, ok := j.(*journal.DB); ok {
+			wo.Sessions = db.Sessions()
+			wo.Verify = db.Verify
+		} else {
+			wo.Sessions = newMemSessions()
+		}
+		if broker != nil {
+			wo.MQTTStats = func() web.MQTTStats {
+				st := broker.Stats()
+				return web.MQTTStats{Clients: st.Clients, DeniedPublishes: st.DeniedPublishes, FailedLogins: st.FailedLogins}
+			}
+		}
+		if link != nil {
+			url := cfg.Uplink.URL
+			wo.UplinkStats = func() web.UplinkStats {
+				st := link.Stats()
+				return web.UplinkStats{Configured: true, Broker: url, Connected: st.Connected, Backlog: st.Backlog,
+					BacklogBytes: st.BacklogBytes, Dropped: st.Dropped, Sent: st.Sent, IgnoredRetains: st.IgnoredRetained}
+			}
+		}
+		if console, err = web.New(eng, wo); err != nil {
 			_ = eng.Close()
 			return err
 		}
@@ -174,6 +230,17 @@ func Run(ctx context.Context, opts Options) (err error) {
 			}
 		}()
 	}
+	var webDone chan struct{}
+	var webErr error
+	if console != nil {
+		webDone = make(chan struct{})
+		go func() {
+			defer close(webDone)
+			if webErr = console.Run(surfaces); webErr != nil {
+				log.Error("the console stopped", "error", webErr)
+			}
+		}()
+	}
 	var linkDone chan struct{}
 	if link != nil {
 		linkDone = make(chan struct{})
@@ -183,13 +250,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}()
 	}
 	if opts.Ready != nil {
-		opts.Ready(Parts{Engine: eng, MQTT: broker, Uplink: link})
+		opts.Ready(Parts{Engine: eng, MQTT: broker, Uplink: link, Web: console})
 	}
 	select {
 	case <-ctx.Done():
 	case err := <-engineDone:
 		engineDone <- err
 	case <-brokerDone:
+	case <-webDone:
 	}
 	stopSurfaces()
 	if brokerDone != nil {
@@ -198,8 +266,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if linkDone != nil {
 		<-linkDone
 	}
+	if webDone != nil {
+		<-webDone
+	}
 	stopEngine()
-	runErr := errors.Join(<-engineDone, brokerErr)
+	runErr := errors.Join(<-engineDone, brokerErr, webErr)
 	<-logged
 	log.Info("gateway stopped")
 	return runErr

@@ -68,6 +68,9 @@ func demoOnFreePorts(t *testing.T) *Built {
 	if b.MQTT != nil {
 		b.MQTT.Listen = "127.0.0.1:0"
 	}
+	if b.Web != nil {
+		b.Web.Listen = "127.0.0.1:0"
+	}
 	return b
 }
 

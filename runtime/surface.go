@@ -137,3 +137,18 @@ func (e *Engine) Interlocks(device, capability string) []governance.Condition {
 func (e *Engine) Reading(sensor string) (devices.Reading, bool) {
 	return e.facts.get(sensor)
 }
+
+// Devices returns the devices online, sorted by id.
+func (e *Engine) Devices() []devices.Device {
+	return e.reg.Devices()
+}
+
+// Plans returns the configured plans, sorted by name.
+func (e *Engine) Plans() []Plan {
+	out := make([]Plan, 0, len(e.plans))
+	for _, p := range e.plans {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b Plan) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

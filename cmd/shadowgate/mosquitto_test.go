@@ -195,6 +195,7 @@ mode: supervised
 users:
   - {name: e2e, role: operator, password_hash: "`+string(h)+`"}
 mqtt: {listen: "`+localAddr+`"}
+web: {enabled: false}
 uplink: {url: "tcp://`+upAddr+`", reconnect_max: 500ms, max_command_age: 1m}
 rules:
   - {id: valve, principal: "*", device: valve-1, capability: open, decision: allow}

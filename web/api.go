@@ -1,0 +1,559 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+func govValue(v devices.Value) governance.Value {
+	return governance.Value{Type: governance.ValueType(v.Type), Bool: v.Bool, Num: v.Num, Text: v.Text}
+}
+
+func (s *Server) routes() {
+	e := s.e
+	e.Use(s.identify)
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", s.metrics, need(access.Viewer))
+	e.GET("/static/*", s.static)
+
+	pg := e.Group("", s.csrf())
+	pg.GET("/login", s.loginPage)
+	pg.POST("/login", s.login)
+	pg.POST("/logout", s.logout)
+	s.pageRoutes(pg)
+
+	api := e.Group("/api/v1", s.csrf())
+	viewer, operator, approver, admin := need(access.Viewer), need(access.Operator), need(access.Approver), need(access.Admin)
+	api.GET("/devices", s.apiDevices, viewer)
+	api.POST("/commands", s.apiCommand, operator)
+	api.GET("/approvals", s.apiApprovals, viewer)
+	api.POST("/approvals/:id", s.apiAnswer, approver)
+	api.GET("/runs", s.apiRuns, viewer)
+	api.POST("/plans/:name/start", s.apiStartPlan, operator)
+	api.GET("/events", s.apiEvents, viewer)
+	api.GET("/events/stream", s.apiStream, viewer)
+	api.GET("/mode", s.apiMode, viewer)
+	api.POST("/mode", s.apiSetMode, operator)
+	api.GET("/rules", s.apiRules, viewer)
+	api.GET("/rules/:id", s.apiRule, viewer)
+	api.DELETE("/rules/:id", s.apiRevoke, admin)
+	api.GET("/locks", s.apiLocks, viewer)
+	api.POST("/attempts/:id/resolve", s.apiResolve, admin)
+	api.GET("/journal/verify", s.apiVerify, viewer)
+}
+
+// bind decodes a JSON body strictly, naming what is wrong.
+func bind(c echo.Context, v any) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return problem(http.StatusRequestEntityTooLarge, "the body is over the limit")
+		}
+		return problem(http.StatusBadRequest, "the body cannot be read")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return problem(http.StatusBadRequest, fmt.Sprintf("field %q: want a %s, got a JSON %s", te.Field, te.Type, te.Value))
+		case errors.As(err, &se):
+			return problem(http.StatusBadRequest, fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return problem(http.StatusBadRequest, "unknown field "+strings.TrimPrefix(err.Error(), "json: unknown field "))
+		}
+		return problem(http.StatusBadRequest, "malformed JSON: "+err.Error())
+	}
+	if dec.More() {
+		return problem(http.StatusBadRequest, "malformed JSON: more than one value")
+	}
+	return nil
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	if err := s.eng.Healthy(); err != nil {
+		return c.JSON(http.StatusServiceUnavailable, apiError{Error: "not ready", Detail: err.Error()})
+	}
+	if len(s.eng.Devices()) == 0 {
+		return c.JSON(http.StatusServiceUnavailable, apiError{Error: "not ready", Detail: "no device is online"})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// capView is a capability with its state.
+type capView struct {
+	Name       string           `json:"name"`
+	Kind       string           `json:"kind"`
+	Type       string           `json:"type"`
+	Unit       string           `json:"unit,omitempty"`
+	Enum       []string         `json:"enum,omitempty"`
+	Reading    *devices.Reading `json:"reading,omitempty"`
+	Age        string           `json:"age,omitempty"`
+	Receipt    *runtime.Receipt `json:"receipt,omitempty"`
+	LockedBy   *runtime.Attempt `json:"locked_by,omitempty"`
+	Interlocks []string         `json:"interlocks,omitempty"`
+}
+
+type deviceView struct {
+	ID           string    `json:"id"`
+	Area         string    `json:"area"`
+	Driver       string    `json:"driver"`
+	Capabilities []capView `json:"capabilities"`
+}
+
+func (s *Server) deviceViews() []deviceView {
+	states := map[string]runtime.StateRecord{}
+	for _, st := range s.eng.States() {
+		states[st.Device+"."+st.Capability] = st
+	}
+	locks := map[string]runtime.Attempt{}
+	for _, a := range s.eng.Locks() {
+		locks[a.Device+"."+a.Capability] = a
+	}
+	now := s.opts.Now()
+	var out []deviceView
+	for _, d := range s.eng.Devices() {
+		dv := deviceView{ID: d.ID, Area: d.Area, Driver: d.Driver}
+		for _, c := range d.Capabilities {
+			cv := capView{Name: c.Name, Kind: c.Kind.String(), Type: c.Type.String(), Unit: c.Unit, Enum: c.Enum}
+			st := states[d.ID+"."+c.Name]
+			if st.Reading != nil {
+				cv.Reading, cv.Age = st.Reading, age(now.Sub(st.Reading.At))
+			}
+			cv.Receipt = st.Receipt
+			if a, ok := locks[d.ID+"."+c.Name]; ok {
+				cv.LockedBy = &a
+			}
+			for _, cond := range s.eng.Interlocks(d.ID, c.Name) {
+				cv.Interlocks = append(cv.Interlocks, cond.String())
+			}
+			dv.Capabilities = append(dv.Capabilities, cv)
+		}
+		out = append(out, dv)
+	}
+	return out
+}
+
+// age says how old something is, for people.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "just now"
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s ago"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m ago"
+	}
+	return d.Round(time.Minute).String() + " ago"
+}
+
+func (s *Server) apiDevices(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.deviceViews())
+}
+
+// commandBody is a command from the API or the console.
+type commandBody struct {
+	Device     string          `json:"device"`
+	Capability string          `json:"capability"`
+	Value      json.RawMessage `json:"value"`
+	ID         string          `json:"id"`
+	Reason     string          `json:"reason"`
+}
+
+// result is the outcome of a command, named as on MQTT.
+type result struct {
+	Outcome   string           `json:"outcome"`
+	Why       string           `json:"why,omitempty"`
+	RequestID string           `json:"request_id"`
+	Run       string           `json:"run,omitempty"`
+	Approval  *runtime.Approval `json:"approval,omitempty"`
+	Receipt   *runtime.Receipt `json:"receipt,omitempty"`
+	Reading   *devices.Reading `json:"reading,omitempty"`
+	Replayed  bool             `json:"replayed,omitempty"`
+}
+
+func outcomeOf(k runtime.ObservationKind) string {
+	switch k {
+	case runtime.Acted:
+		return "acted"
+	case runtime.Completed:
+		return "completed"
+	case runtime.Refused:
+		return "refused"
+	case runtime.ApprovalRequest:
+		return "pending_approval"
+	}
+	return "failed"
+}
+
+// command runs a command for the caller, from the API or a console form.
+func (s *Server) command(c echo.Context, b commandBody, origin string) (result, int, error) {
+	id := userOf(c)
+	if b.Device == "" || b.Capability == "" {
+		return result{}, 0, problem(http.StatusBadRequest, `fields "device" and "capability" are required`)
+	}
+	if len(b.ID) > 128 {
+		return result{}, 0, problem(http.StatusBadRequest, `field "id": at most 128 characters`)
+	}
+	_, capab, ok := s.eng.Capability(b.Device, b.Capability)
+	if !ok {
+		return result{}, 0, problem(http.StatusNotFound, "device "+b.Device+" is not online or has no capability "+b.Capability)
+	}
+	var v devices.Value
+	if len(b.Value) > 0 && string(bytes.TrimSpace(b.Value)) != "null" {
+		var err error
+		if v, err = devices.ParseValue(capab.Type, b.Value, capab.Enum); err != nil {
+			return result{}, 0, problem(http.StatusBadRequest, `field "value": `+err.Error())
+		}
+	}
+	obs, err := s.eng.Do(c.Request().Context(), runtime.Command{Principal: id.Principal, Origin: origin, RequestID: b.ID,
+		Reason: b.Reason, Device: b.Device, Capability: b.Capability, Value: v})
+	if err != nil {
+		if errors.Is(err, runtime.ErrStopped) {
+			return result{}, 0, problem(http.StatusServiceUnavailable, err.Error())
+		}
+		return result{}, 0, problem(http.StatusBadRequest, err.Error())
+	}
+	r := result{Outcome: outcomeOf(obs.Kind), Why: obs.Why, RequestID: obs.RequestID, Run: obs.Run, Approval: obs.Approval,
+		Receipt: obs.Receipt, Reading: obs.Reading, Replayed: obs.Replayed}
+	status := http.StatusOK
+	if obs.Kind == runtime.ApprovalRequest {
+		status = http.StatusAccepted
+	}
+	return r, status, nil
+}
+
+func (s *Server) apiCommand(c echo.Context) error {
+	var b commandBody
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	r, status, err := s.command(c, b, "api")
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, r)
+}
+
+// conditionView is an interlock with the reading behind it.
+type conditionView struct {
+	Condition string           `json:"condition"`
+	Sensor    string           `json:"sensor"`
+	Reading   *devices.Reading `json:"reading,omitempty"`
+	Age       string           `json:"age"`
+	Fresh     bool             `json:"fresh"`
+	Holds     bool             `json:"holds"`
+}
+
+// approvalView is a pending approval as a person needs to see it.
+type approvalView struct {
+	runtime.Approval
+	Conditions []conditionView `json:"conditions,omitempty"`
+	ExpiresIn  string          `json:"expires_in"`
+	// Outcome is what came of an answered approval's act, if known.
+	Outcome *runtime.Attempt `json:"outcome,omitempty"`
+}
+
+func (s *Server) approvalView(ctx context.Context, a runtime.Approval) approvalView {
+	now := s.opts.Now()
+	v := approvalView{Approval: a, ExpiresIn: a.Expires.Sub(now).Round(time.Second).String()}
+	for _, cond := range s.eng.Interlocks(a.Device, a.Capability) {
+		cv := conditionView{Condition: cond.String(), Sensor: cond.Sensor, Age: "never read"}
+		if rd, ok := s.eng.Reading(cond.Sensor); ok && !rd.At.IsZero() {
+			r := rd
+			cv.Reading, cv.Age = &r, age(now.Sub(rd.At))
+			maxAge := cond.MaxAge
+			if maxAge <= 0 {
+				maxAge = 30 * time.Second
+			}
+			cv.Fresh = rd.Quality == devices.QualityGood && now.Sub(rd.At) <= maxAge
+			cv.Holds = cv.Fresh && cond.Op.Holds(govValue(rd.Value), cond.Value)
+		}
+		v.Conditions = append(v.Conditions, cv)
+	}
+	if a.Status != runtime.ApprovalPending && a.Key != "" {
+		if at, ok, err := s.eng.Attempt(ctx, a.Key); err == nil && ok {
+			v.Outcome = &at
+		}
+	}
+	return v
+}
+
+func (s *Server) apiApprovals(c echo.Context) error {
+	out := []approvalView{}
+	for _, a := range s.eng.Approvals() {
+		out = append(out, s.approvalView(c.Request().Context(), a))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// answerBody is a person's answer. Device, capability and value name the
+// act the person was shown; they must match the approval's.
+type answerBody struct {
+	Decision     string          `json:"decision"`
+	Reason       string          `json:"reason"`
+	Device       string          `json:"device"`
+	Capability   string          `json:"capability"`
+	Value        json.RawMessage `json:"value"`
+	Mode         string          `json:"mode"`
+	RuleFor      string          `json:"rule_for"`
+	RuleAnyValue bool            `json:"rule_any_value"`
+}
+
+// answer answers an approval for the caller, from the API or a form.
+func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Approval, error) {
+	id := userOf(c)
+	ap, ok := s.eng.Approval(apID)
+	if !ok {
+		return runtime.Approval{}, problem(http.StatusNotFound, "approval "+apID+" does not exist")
+	}
+	if ap.Kind == "mode_change" {
+		if b.Mode != ap.Mode {
+			return ap, problem(http.StatusConflict, fmt.Sprintf("approval %s asks for mode %s, not %q: answer the request you were shown", apID, ap.Mode, b.Mode))
+		}
+	} else {
+		shown, err := devices.ParseValue(ap.Value.Type, b.Value, nil)
+		if b.Device != ap.Device || b.Capability != ap.Capability || err != nil || !shown.Equal(ap.Value) {
+			return ap, problem(http.StatusConflict, fmt.Sprintf("approval %s is for %s.%s = %s; the answer must name that act (device, capability, value)",
+				apID, ap.Device, ap.Capability, ap.Value))
+		}
+	}
+	ans := runtime.Answer{By: id.Principal, Admin: id.Role.AtLeast(access.Admin), Decision: runtime.Decision(b.Decision), Reason: b.Reason,
+		RuleAnyValue: b.RuleAnyValue}
+	if b.Decision == string(runtime.Deny) && strings.TrimSpace(b.Reason) == "" {
+		return ap, problem(http.StatusBadRequest, `field "reason": a denial says why`)
+	}
+	if b.RuleFor != "" {
+		d, err := time.ParseDuration(b.RuleFor)
+		if err != nil || d <= 0 {
+			return ap, problem(http.StatusBadRequest, `field "rule_for": `+strconv.Quote(b.RuleFor)+" is not a positive duration like 30m or 2h")
+		}
+		ans.RuleFor = d
+	}
+	out, err := s.eng.Answer(c.Request().Context(), apID, ans)
+	var closed *runtime.ClosedError
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.As(err, &closed):
+		return out, problem(http.StatusConflict, "approval "+apID+" is "+string(closed.Status)+"; it can no longer be answered")
+	case errors.Is(err, runtime.ErrNotPermitted):
+		return out, problem(http.StatusForbidden, err.Error())
+	case errors.Is(err, runtime.ErrApprovalNotFound):
+		return out, problem(http.StatusNotFound, err.Error())
+	}
+	return out, problem(http.StatusBadRequest, err.Error())
+}
+
+func (s *Server) apiAnswer(c echo.Context) error {
+	var b answerBody
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	ap, err := s.answer(c, c.Param("id"), b)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.approvalView(c.Request().Context(), ap))
+}
+
+func (s *Server) apiRuns(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.eng.Runs())
+}
+
+func (s *Server) apiStartPlan(c echo.Context) error {
+	var b struct {
+		ID     string `json:"id"`
+		Reason string `json:"reason"`
+	}
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	rec, err := s.eng.StartPlan(c.Request().Context(), runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
+		Origin: "api", RequestID: b.ID, Reason: b.Reason})
+	switch {
+	case errors.Is(err, runtime.ErrUnknownPlan):
+		return problem(http.StatusNotFound, err.Error())
+	case err != nil:
+		return problem(http.StatusServiceUnavailable, err.Error())
+	}
+	return c.JSON(http.StatusAccepted, rec)
+}
+
+func (s *Server) apiEvents(c echo.Context) error {
+	since, limit := uint64(0), 200
+	if v := c.QueryParam("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return problem(http.StatusBadRequest, `query "since": `+strconv.Quote(v)+" is not a sequence number")
+		}
+		since = n
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 10000 {
+			return problem(http.StatusBadRequest, `query "limit": want 1 to 10000`)
+		}
+		limit = n
+	}
+	kinds := splitList(c.QueryParam("kind"))
+	device := c.QueryParam("device")
+	out := []runtime.Event{}
+	for len(out) < limit {
+		evs, err := s.eng.Events(c.Request().Context(), since, 1000)
+		if err != nil {
+			return echo.NewHTTPError(http.StatusServiceUnavailable, "the journal cannot be read: "+err.Error())
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			since = ev.Seq
+			if (len(kinds) == 0 || slices.Contains(kinds, string(ev.Kind))) && (device == "" || ev.Device == device) {
+				out = append(out, ev)
+				if len(out) == limit {
+					break
+				}
+			}
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s *Server) apiMode(c echo.Context) error {
+	var names []string
+	for _, m := range s.eng.Modes() {
+		names = append(names, m.Name)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"mode": s.eng.Mode(c.Request().Context()), "modes": names})
+}
+
+func (s *Server) setMode(c echo.Context, mode, reason string) (runtime.ModeRecord, *runtime.Approval, error) {
+	rec, ap, err := s.eng.SetMode(c.Request().Context(), userOf(c).Principal, mode, reason)
+	switch {
+	case errors.Is(err, runtime.ErrUnknownMode):
+		return rec, nil, problem(http.StatusBadRequest, `field "mode": `+err.Error())
+	case err != nil:
+		return rec, nil, problem(http.StatusConflict, err.Error())
+	}
+	return rec, ap, nil
+}
+
+func (s *Server) apiSetMode(c echo.Context) error {
+	var b struct {
+		Mode   string `json:"mode"`
+		Reason string `json:"reason"`
+	}
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	rec, ap, err := s.setMode(c, b.Mode, b.Reason)
+	if err != nil {
+		return err
+	}
+	if ap != nil {
+		return c.JSON(http.StatusAccepted, map[string]any{"mode": rec, "approval": ap,
+			"why": "mode " + b.Mode + " is wider than " + rec.Name + ": an admin must approve " + ap.ID})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"mode": rec})
+}
+
+func (s *Server) apiRules(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.eng.Rules())
+}
+
+func (s *Server) apiRule(c echo.Context) error {
+	for _, r := range s.eng.Rules() {
+		if r.Rule.ID == c.Param("id") {
+			return c.JSON(http.StatusOK, r)
+		}
+	}
+	return problem(http.StatusNotFound, "rule "+c.Param("id")+" is not in force")
+}
+
+func (s *Server) apiRevoke(c echo.Context) error {
+	err := s.eng.RevokeRule(c.Request().Context(), c.Param("id"), userOf(c).Principal)
+	switch {
+	case errors.Is(err, runtime.ErrRuleNotFound):
+		return problem(http.StatusNotFound, err.Error())
+	case err != nil:
+		return problem(http.StatusServiceUnavailable, err.Error())
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) apiLocks(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.eng.Locks())
+}
+
+func (s *Server) apiResolve(c echo.Context) error {
+	var b struct {
+		Note string `json:"note"`
+	}
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	a, err := s.resolve(c, c.Param("id"), b.Note)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+func (s *Server) resolve(c echo.Context, attempt, note string) (runtime.Attempt, error) {
+	id := userOf(c)
+	a, err := s.eng.ResolveAttempt(c.Request().Context(), attempt, id.Principal, id.Role.AtLeast(access.Admin), note)
+	switch {
+	case errors.Is(err, runtime.ErrAttemptNotLocked):
+		return a, problem(http.StatusNotFound, err.Error())
+	case errors.Is(err, runtime.ErrNotPermitted):
+		return a, problem(http.StatusForbidden, err.Error())
+	case err != nil:
+		return a, problem(http.StatusBadRequest, err.Error())
+	}
+	return a, nil
+}
+
+func (s *Server) apiVerify(c echo.Context) error {
+	if s.opts.Verify == nil {
+		return problem(http.StatusServiceUnavailable, "the journal cannot be checked: it is not open")
+	}
+	rep, err := s.opts.Verify(c.Request().Context())
+	if err != nil {
+		return problem(http.StatusServiceUnavailable, err.Error())
+	}
+	return c.JSON(http.StatusOK, rep)
+}

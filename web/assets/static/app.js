@@ -1,0 +1,46 @@
+// Live updates for the console: events from the journal's stream refresh
+// the live part of the page, and countdowns tick. Everything works without
+// this script too; it only saves the reloads.
+(function () {
+  "use strict";
+  var body = document.body;
+  var live = document.getElementById("live");
+  var link = document.getElementById("link");
+  var kinds = (body.dataset.kinds || "").split(",").filter(Boolean);
+
+  function countdowns() {
+    var now = Date.now();
+    document.querySelectorAll("time.countdown").forEach(function (el) {
+      var left = Math.round((Date.parse(el.dataset.expires) - now) / 1000);
+      if (left <= 0) { el.textContent = "expired"; return; }
+      var m = Math.floor(left / 60), s = left % 60;
+      el.textContent = "in " + (m > 0 ? m + " min " : "") + s + " s";
+    });
+  }
+  setInterval(countdowns, 1000);
+  countdowns();
+
+  var timer = null;
+  function refresh() {
+    timer = null;
+    var url = location.pathname + location.search + (location.search ? "&" : "?") + "fragment=1";
+    fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null || !live) { return; }
+        // Keep what a person is typing: skip the refresh while a field of
+        // the live part has focus.
+        if (live.contains(document.activeElement) && document.activeElement.tagName !== "BUTTON") { schedule(2000); return; }
+        live.innerHTML = html;
+        countdowns();
+      });
+  }
+  function schedule(ms) { if (!timer) { timer = setTimeout(refresh, ms || 150); } }
+
+  if (!window.EventSource || !link) { return; }
+  var es = new EventSource("/api/v1/events/stream");
+  es.onopen = function () { link.textContent = "live"; };
+  es.onerror = function () { link.textContent = "reconnecting"; };
+  kinds.forEach(function (k) { es.addEventListener(k, function () { schedule(); }); });
+  es.addEventListener("bye", function () { link.textContent = "gateway stopped"; es.close(); });
+})();

@@ -1,0 +1,197 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
+)
+
+// identity is who makes a request.
+type identity struct {
+	User string
+	Role access.Role
+	// Principal is how the engine knows them: "console:ann", "api:ci".
+	Principal string
+	Token     bool
+}
+
+const (
+	sessionCookie = "sg_session"
+	ctxIdentity   = "identity"
+)
+
+func userOf(c echo.Context) *identity {
+	id, _ := c.Get(ctxIdentity).(*identity)
+	return id
+}
+
+// isPage reports whether the request is for a console page, not the API.
+func isPage(c echo.Context) bool {
+	p := c.Request().URL.Path
+	return !strings.HasPrefix(p, "/api/") && p != "/metrics" && p != "/healthz" && p != "/readyz"
+}
+
+// HashToken returns the stored form of a bearer token.
+func HashToken(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+// NewToken returns a random bearer token.
+func NewToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// identify finds who makes the request: a bearer token or a session. It
+// does not refuse anyone; need does.
+func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
+			tok, ok := strings.CutPrefix(h, "Bearer ")
+			if !ok {
+				return problem(http.StatusUnauthorized, "the Authorization header must be Bearer <token>")
+			}
+			hash := HashToken(strings.TrimSpace(tok))
+			for _, t := range s.opts.Tokens {
+				if subtle.ConstantTimeCompare([]byte(hash), []byte(t.Hash)) == 1 {
+					c.Set(ctxIdentity, &identity{User: t.Name, Role: t.Role, Principal: "api:" + t.Name, Token: true})
+					return next(c)
+				}
+			}
+			return problem(http.StatusUnauthorized, "unknown bearer token")
+		}
+		if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
+			sess, ok, err := s.opts.Sessions.Get(ck.Value, s.opts.Now())
+			if err != nil {
+				return echo.NewHTTPError(http.StatusInternalServerError, "sessions cannot be read").SetInternal(err)
+			}
+			if ok {
+				role, _ := access.ParseRole(sess.Role)
+				c.Set(ctxIdentity, &identity{User: sess.User, Role: role, Principal: "console:" + sess.User})
+			}
+		}
+		return next(c)
+	}
+}
+
+// need refuses a request without a login (401) or without the role (403).
+func need(min access.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			id := userOf(c)
+			if id == nil {
+				return problem(http.StatusUnauthorized, "log in, or send Authorization: Bearer <token>")
+			}
+			if !id.Role.AtLeast(min) {
+				return problem(http.StatusForbidden, "this needs the "+min.String()+" role; "+id.User+" is a "+id.Role.String())
+			}
+			return next(c)
+		}
+	}
+}
+
+// csrf protects cookie-authenticated requests. A bearer-token request
+// carries no cookie a browser could replay, so it needs no token.
+func (s *Server) csrf() echo.MiddlewareFunc {
+	return middleware.CSRFWithConfig(middleware.CSRFConfig{
+		Skipper:        func(c echo.Context) bool { return userOf(c) != nil && userOf(c).Token },
+		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
+		CookieName:     "sg_csrf",
+		CookiePath:     "/",
+		CookieHTTPOnly: true,
+		CookieSameSite: http.SameSiteStrictMode,
+		ErrorHandler: func(err error, c echo.Context) error {
+			return problem(http.StatusForbidden, "missing or wrong CSRF token: a form or a cookie-authenticated request must send it")
+		},
+	})
+}
+
+// csrfToken is the token for forms and scripts on this page.
+func csrfToken(c echo.Context) string {
+	if t, ok := c.Get("csrf").(string); ok {
+		return t
+	}
+	return ""
+}
+
+func (s *Server) loginPage(c echo.Context) error {
+	if userOf(c) != nil {
+		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+	}
+	return s.pages.render(c, http.StatusOK, "login", pageData{Title: "Log in", Next: safeNext(c.QueryParam("next"))})
+}
+
+// safeNext keeps a redirect on this site.
+func safeNext(n string) string {
+	u, err := url.Parse(n)
+	if err != nil || n == "" || u.IsAbs() || u.Host != "" || !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") {
+		return "/"
+	}
+	return n
+}
+
+func (s *Server) login(c echo.Context) error {
+	ip := c.RealIP()
+	name := c.FormValue("user")
+	next := safeNext(c.FormValue("next"))
+	if s.limiter.Blocked(ip) {
+		s.noteLogin(c, name, false, "too many failures from this address")
+		return problem(http.StatusTooManyRequests, "too many failed logins from this address; wait a minute")
+	}
+	u, ok := s.opts.Users.Check(name, []byte(c.FormValue("password")))
+	if !ok {
+		s.limiter.Failed("console", ip, name, "wrong user or password")
+		s.noteLogin(c, name, false, "wrong user or password")
+		return s.pages.render(c, http.StatusUnauthorized, "login", pageData{Title: "Log in", Next: next,
+			Error: "Wrong user or password."})
+	}
+	s.limiter.Succeeded(ip)
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	cookie := base64.RawURLEncoding.EncodeToString(b[:])
+	now := s.opts.Now()
+	if err := s.opts.Sessions.Put(cookie, journal.Session{User: u.Name, Role: u.Role.String(), Remote: ip, Created: now,
+		Expires: now.Add(s.opts.SessionTTL)}); err != nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "the session cannot be stored").SetInternal(err)
+	}
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: s.opts.TLS != nil, MaxAge: int(s.opts.SessionTTL.Seconds())})
+	s.noteLogin(c, u.Name, true, "")
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+func (s *Server) logout(c echo.Context) error {
+	if ck, err := c.Cookie(sessionCookie); err == nil {
+		_ = s.opts.Sessions.Delete(ck.Value)
+	}
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	if id := userOf(c); id != nil {
+		_, _ = s.eng.Note(c.Request().Context(), runtime.KindLogin, "", map[string]any{
+			"surface": "console", "user": id.User, "remote": c.RealIP(), "action": "logout"})
+	}
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// noteLogin journals a login or a failed one, never the password.
+func (s *Server) noteLogin(c echo.Context, user string, ok bool, why string) {
+	action := "login"
+	if !ok {
+		action = "login_failed"
+	}
+	_, _ = s.eng.Note(c.Request().Context(), runtime.KindLogin, "", map[string]any{
+		"surface": "console", "user": strings.ToValidUTF8(user, "?"), "remote": c.RealIP(), "action": action, "why": why})
+}

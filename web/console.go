@@ -1,0 +1,383 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// pages are the console's templates: each page is the layout around its
+// content, and its "live" part can be rendered alone for updates.
+type pages struct {
+	t map[string]*template.Template
+}
+
+var pageNames = []string{"login", "error", "overview", "approvals", "devices", "runs", "journal", "policy"}
+
+func loadPages() (*pages, error) {
+	funcs := template.FuncMap{
+		"json": func(v any) string {
+			b, _ := json.Marshal(v)
+			return string(b)
+		},
+		"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"clock":   func(t time.Time) string { return t.Local().Format("15:04:05") },
+		"atLeast": func(id *identity, role string) bool {
+			r, err := access.ParseRole(role)
+			return err == nil && id != nil && id.Role.AtLeast(r)
+		},
+		"lower": strings.ToLower,
+		"value": valueText,
+	}
+	p := &pages{t: map[string]*template.Template{}}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console page %s: %w", name, err)
+		}
+		p.t[name] = t
+	}
+	return p, nil
+}
+
+// pageData is what every page gets.
+type pageData struct {
+	Title string
+	Page  string
+	User  *identity
+	CSRF  string
+	Note  string
+	Error string
+	Next  string
+	// Kinds are the event kinds that refresh the page's live part.
+	Kinds string
+	Data  any
+}
+
+func (p *pages) render(c echo.Context, status int, name string, d pageData) error {
+	t, ok := p.t[name]
+	if !ok {
+		return fmt.Errorf("no console page %s", name)
+	}
+	d.Page = name
+	if d.CSRF == "" {
+		d.CSRF = csrfToken(c)
+	}
+	if d.Note == "" {
+		d.Note = c.QueryParam("note")
+	}
+	var buf bytes.Buffer
+	tmpl := "layout.html"
+	if c.QueryParam("fragment") == "1" && t.Lookup("live") != nil {
+		tmpl = "live"
+	}
+	if err := t.ExecuteTemplate(&buf, tmpl, d); err != nil {
+		return fmt.Errorf("rendering %s: %w", name, err)
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+func (s *Server) static(c echo.Context) error {
+	name := path.Clean("/" + c.Param("*"))
+	b, err := fs.ReadFile(assets, "assets/static"+name)
+	if err != nil {
+		return problem(http.StatusNotFound, "no such file")
+	}
+	ct := "application/octet-stream"
+	switch path.Ext(name) {
+	case ".css":
+		ct = "text/css; charset=utf-8"
+	case ".js":
+		ct = "text/javascript; charset=utf-8"
+	case ".svg":
+		ct = "image/svg+xml"
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=300")
+	return c.Blob(http.StatusOK, ct, b)
+}
+
+func (s *Server) pageRoutes(g *echo.Group) {
+	viewer, operator, approver, admin := need(access.Viewer), need(access.Operator), need(access.Approver), need(access.Admin)
+	g.GET("/", s.overviewPage, viewer)
+	g.GET("/approvals", s.approvalsPage, viewer)
+	g.POST("/approvals/:id", s.answerForm, approver)
+	g.GET("/devices", s.devicesPage, viewer)
+	g.POST("/commands", s.commandForm, operator)
+	g.GET("/runs", s.runsPage, viewer)
+	g.POST("/plans/:name/start", s.startForm, operator)
+	g.GET("/journal", s.journalPage, viewer)
+	g.GET("/journal/export", s.exportJournal, viewer)
+	g.GET("/policy", s.policyPage, viewer)
+	g.POST("/mode", s.modeForm, operator)
+	g.POST("/rules/:id/revoke", s.revokeForm, admin)
+	g.POST("/attempts/:id/resolve", s.resolveForm, admin)
+}
+
+func (s *Server) page(c echo.Context, name, title, kinds string, data any) error {
+	return s.pages.render(c, http.StatusOK, name, pageData{Title: title, User: userOf(c), Kinds: kinds, Data: data})
+}
+
+// back redirects to a page with a note for the person.
+func back(c echo.Context, to, note string) error {
+	return c.Redirect(http.StatusSeeOther, to+"?note="+url.QueryEscape(note))
+}
+
+// formError turns an API error into a note on the page the form came from.
+func formError(c echo.Context, to string, err error) error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) && he.Code != http.StatusInternalServerError && he.Code != http.StatusUnauthorized {
+		return back(c, to, fmt.Sprint(he.Message))
+	}
+	return err
+}
+
+type overview struct {
+	Mode      runtime.ModeRecord
+	Health    string
+	Ready     bool
+	Pending   int
+	Locks     []runtime.Attempt
+	Refusals  []runtime.Event
+	MQTT      *MQTTStats
+	Uplink    *UplinkStats
+	LastEvent uint64
+}
+
+func (s *Server) overviewPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	o := overview{Mode: s.eng.Mode(ctx), Pending: len(s.eng.Approvals()), Locks: s.eng.Locks(), Ready: true,
+		Health: "journal writable, every step witnessed", LastEvent: s.eng.LastSeq()}
+	if err := s.eng.Healthy(); err != nil {
+		o.Ready, o.Health = false, err.Error()
+	}
+	if s.opts.MQTTStats != nil {
+		st := s.opts.MQTTStats()
+		o.MQTT = &st
+	}
+	if s.opts.UplinkStats != nil {
+		st := s.opts.UplinkStats()
+		o.Uplink = &st
+	}
+	o.Refusals = s.recent(ctx, []string{string(runtime.KindRefused)}, "", 10)
+	return s.page(c, "overview", "Overview", "refused,approval_requested,approval_answered,approval_expired,mode_changed,alarm,reconciled,link", o)
+}
+
+// recent returns the newest n events of the kinds, newest first.
+func (s *Server) recent(ctx context.Context, kinds []string, device string, n int) []runtime.Event {
+	last := s.eng.LastSeq()
+	since := uint64(0)
+	if last > 5000 {
+		since = last - 5000
+	}
+	var out []runtime.Event
+	for {
+		evs, err := s.eng.Events(ctx, since, 1000)
+		if err != nil || len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			since = ev.Seq
+			if (len(kinds) == 0 || contains(kinds, string(ev.Kind))) && (device == "" || ev.Device == device) {
+				out = append(out, ev)
+			}
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+type approvalsData struct {
+	Pending  []approvalView
+	Answered []approvalView
+	MaxRule  string
+}
+
+func (s *Server) approvalsPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	d := approvalsData{}
+	for _, a := range s.eng.Approvals() {
+		d.Pending = append(d.Pending, s.approvalView(ctx, a))
+	}
+	for _, a := range s.eng.RecentApprovals(10) {
+		d.Answered = append(d.Answered, s.approvalView(ctx, a))
+	}
+	return s.page(c, "approvals", "Approvals", "approval_requested,approval_answered,approval_expired,acted,refused,failed,observed,alarm", d)
+}
+
+func (s *Server) answerForm(c echo.Context) error {
+	b := answerBody{Decision: c.FormValue("decision"), Reason: c.FormValue("reason"), Device: c.FormValue("device"),
+		Capability: c.FormValue("capability"), Value: json.RawMessage(c.FormValue("value")), Mode: c.FormValue("mode"),
+		RuleFor: c.FormValue("rule_for"), RuleAnyValue: c.FormValue("rule_any_value") == "on"}
+	ap, err := s.answer(c, c.Param("id"), b)
+	if err != nil {
+		return formError(c, "/approvals", err)
+	}
+	return back(c, "/approvals", "Approval "+ap.ID+": "+string(ap.Status)+".")
+}
+
+func (s *Server) devicesPage(c echo.Context) error {
+	return s.page(c, "devices", "Devices", "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm", s.deviceViews())
+}
+
+func (s *Server) commandForm(c echo.Context) error {
+	b := commandBody{Device: c.FormValue("device"), Capability: c.FormValue("capability"), Reason: c.FormValue("reason")}
+	if v := strings.TrimSpace(c.FormValue("value")); v != "" {
+		if !json.Valid([]byte(v)) {
+			v = strconv.Quote(v) // an enum or a string typed without quotes
+		}
+		b.Value = json.RawMessage(v)
+	}
+	r, _, err := s.command(c, b, "console")
+	if err != nil {
+		return formError(c, "/devices", err)
+	}
+	note := b.Device + "." + b.Capability + ": " + r.Outcome
+	if r.Why != "" {
+		note += " — " + r.Why
+	}
+	return back(c, "/devices", note)
+}
+
+func (s *Server) runsPage(c echo.Context) error {
+	return s.page(c, "runs", "Runs", "started,ended,approval_requested,acted", map[string]any{"Runs": s.eng.Runs(), "Plans": s.eng.Plans()})
+}
+
+func (s *Server) startForm(c echo.Context) error {
+	rec, err := s.eng.StartPlan(c.Request().Context(), runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
+		Origin: "console", Reason: c.FormValue("reason")})
+	if err != nil {
+		return back(c, "/runs", err.Error())
+	}
+	return back(c, "/runs", "Started "+rec.Plan+" as "+rec.ID+".")
+}
+
+type journalData struct {
+	Events []runtime.Event
+	Kind   string
+	Device string
+	Verify *Report
+	Error  string
+}
+
+func (s *Server) journalPage(c echo.Context) error {
+	d := journalData{Kind: c.QueryParam("kind"), Device: c.QueryParam("device")}
+	d.Events = s.recent(c.Request().Context(), splitList(d.Kind), d.Device, 100)
+	if c.QueryParam("verify") == "1" && s.opts.Verify != nil {
+		rep, err := s.opts.Verify(c.Request().Context())
+		if err != nil {
+			d.Error = err.Error()
+		} else {
+			d.Verify = &rep
+		}
+	}
+	return s.page(c, "journal", "Journal", "", d)
+}
+
+// exportJournal writes the events that pass the filter as JSON Lines.
+func (s *Server) exportJournal(c echo.Context) error {
+	kinds, device := splitList(c.QueryParam("kind")), c.QueryParam("device")
+	since := uint64(0)
+	if v := c.QueryParam("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return problem(http.StatusBadRequest, `query "since" is not a sequence number`)
+		}
+		since = n
+	}
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "application/x-ndjson")
+	w.Header().Set(echo.HeaderContentDisposition, `attachment; filename="shadowgate-journal.jsonl"`)
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for {
+		evs, err := s.eng.Events(c.Request().Context(), since, 1000)
+		if err != nil || len(evs) == 0 {
+			return nil
+		}
+		for i := range evs {
+			since = evs[i].Seq
+			if (len(kinds) == 0 || contains(kinds, string(evs[i].Kind))) && (device == "" || evs[i].Device == device) {
+				if err := enc.Encode(&evs[i]); err != nil {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) policyPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	return s.page(c, "policy", "Policy", "mode_changed,rule_added,rule_revoked,approval_requested,approval_answered,reconciled,recovered",
+		map[string]any{"Mode": s.eng.Mode(ctx), "Modes": s.eng.Modes(), "Rules": s.eng.Rules(), "Locks": s.eng.Locks(),
+			"Pending": s.eng.Approvals()})
+}
+
+func (s *Server) modeForm(c echo.Context) error {
+	rec, ap, err := s.setMode(c, c.FormValue("mode"), c.FormValue("reason"))
+	if err != nil {
+		return formError(c, "/policy", err)
+	}
+	if ap != nil {
+		return back(c, "/policy", "Mode "+ap.Mode+" is wider than "+rec.Name+": an admin must approve "+ap.ID+" on the Approvals page.")
+	}
+	return back(c, "/policy", "The mode is now "+rec.Name+".")
+}
+
+func (s *Server) revokeForm(c echo.Context) error {
+	if err := s.eng.RevokeRule(c.Request().Context(), c.Param("id"), userOf(c).Principal); err != nil {
+		return back(c, "/policy", err.Error())
+	}
+	return back(c, "/policy", "Rule "+c.Param("id")+" revoked.")
+}
+
+func (s *Server) resolveForm(c echo.Context) error {
+	a, err := s.resolve(c, c.Param("id"), c.FormValue("note"))
+	if err != nil {
+		return formError(c, "/policy", err)
+	}
+	return back(c, "/policy", a.Device+"."+a.Capability+" is unlocked; attempt "+a.ID+" is reconciled.")
+}
+
+// valueText shows a value for people.
+func valueText(v *devices.Value) string {
+	if v == nil || v.IsZero() {
+		return "unknown"
+	}
+	return v.String()
+}

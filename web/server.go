@@ -1,0 +1,254 @@
+// Package web is the gateway's HTTP surface, built on echo: the JSON API
+// under /api/v1, server-sent events, /healthz, /readyz, /metrics, and the
+// console, a few server-rendered pages with a little plain JavaScript for
+// live updates, all embedded in the binary.
+//
+// Everyone logs in. People use a session cookie (HttpOnly, SameSite=Strict,
+// with an expiry) and every cookie-authenticated POST carries a CSRF token;
+// API clients use bearer tokens from the configuration, stored hashed.
+// Roles: a viewer reads, an operator commands, an approver answers
+// approvals, an admin also changes rules and resolves unknown actuations.
+// Errors are JSON {"error", "detail"} with the status that fits.
+package web
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
+)
+
+// SessionStore keeps console sessions.
+type SessionStore interface {
+	Put(cookie string, s journal.Session) error
+	Get(cookie string, now time.Time) (journal.Session, bool, error)
+	Delete(cookie string) error
+	Prune(now time.Time) (int, error)
+}
+
+// Token is an API client's bearer token, stored as the SHA-256 of the token.
+type Token struct {
+	Name string
+	Role access.Role
+	// Hash is the SHA-256 of the token, in hex.
+	Hash string
+}
+
+// Report is a journal check's result, as the API shows it.
+type Report = journal.Report
+
+// Options configure the server. The zero value of each field means its
+// default.
+type Options struct {
+	// Listen is the address; Listener, if set, is used instead (tests).
+	Listen   string
+	Listener net.Listener
+	TLS      *tls.Config
+	Users    *access.Users
+	Tokens   []Token
+	Sessions SessionStore
+	// SessionTTL is how long a login lasts. Default 12h.
+	SessionTTL time.Duration
+	// Verify checks the journal's chain; nil means it cannot be checked.
+	Verify func(context.Context) (Report, error)
+	// Stats, if set, are shown on the overview and as metrics.
+	MQTTStats   func() MQTTStats
+	UplinkStats func() UplinkStats
+	Metrics     *Metrics
+	Logger      *slog.Logger
+	Now         func() time.Time
+}
+
+// MQTTStats and UplinkStats are what the console shows of the other surfaces.
+type MQTTStats struct {
+	Clients, DeniedPublishes, FailedLogins int64
+}
+
+// UplinkStats describe the link upstream.
+type UplinkStats struct {
+	Connected      bool
+	Backlog        int
+	BacklogBytes   int64
+	Dropped, Sent  int64
+	Configured     bool
+	Broker         string
+	IgnoredRetains int64
+}
+
+// Server is the HTTP surface.
+type Server struct {
+	opts    Options
+	eng     *runtime.Engine
+	e       *echo.Echo
+	log     *slog.Logger
+	limiter *access.Limiter
+	pages   *pages
+
+	// mu guards bye.
+	mu  sync.Mutex
+	bye chan struct{} // closed at shutdown, to end event streams
+}
+
+// New builds the server and its routes.
+func New(eng *runtime.Engine, opts Options) (*Server, error) {
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = 12 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Users == nil {
+		opts.Users, _ = access.NewUsers(nil)
+	}
+	if opts.Sessions == nil {
+		return nil, errors.New("the web server needs a session store")
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	pg, err := loadPages()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, eng: eng, log: opts.Logger, limiter: access.NewLimiter(opts.Logger, opts.Now),
+		pages: pg, bye: make(chan struct{})}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = echo.ExtractIPDirect() // no proxy in front: the peer is the client
+	e.HTTPErrorHandler = s.errorHandler
+	e.Server.ReadHeaderTimeout = 10 * time.Second
+	e.Server.RegisterOnShutdown(s.closeStreams)
+	e.Use(middleware.Recover())
+	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
+		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
+		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
+		ReferrerPolicy:        "no-referrer", HSTSMaxAge: 31536000,
+	}))
+	e.Use(middleware.BodyLimit("64K"))
+	s.e = e
+	s.routes()
+	opts.Metrics.watch(eng, opts.MQTTStats, opts.UplinkStats)
+	return s, nil
+}
+
+// Handler returns the server's handler, for tests.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Run serves until ctx is done, then shuts down, ending event streams.
+func (s *Server) Run(ctx context.Context) error {
+	ln := s.opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", s.opts.Listen); err != nil {
+			return fmt.Errorf("console listener: %w", err)
+		}
+	}
+	if s.opts.TLS != nil {
+		ln = tls.NewListener(ln, s.opts.TLS)
+	}
+	s.log.Info("console serving", "address", ln.Addr().String(), "tls", s.opts.TLS != nil)
+	done := make(chan error, 1)
+	go func() {
+		err := s.e.Server.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	pruned := time.NewTicker(time.Hour)
+	defer pruned.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-pruned.C:
+			if _, err := s.opts.Sessions.Prune(s.opts.Now()); err != nil {
+				s.log.Warn("sessions not pruned", "error", err)
+			}
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.e.Shutdown(sctx)
+	if err2 := <-done; err == nil {
+		err = err2
+	}
+	return err
+}
+
+func (s *Server) closeStreams() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.bye:
+	default:
+		close(s.bye)
+	}
+}
+
+// apiError is the JSON body of every error.
+type apiError struct {
+	Error  string `json:"error"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// problem returns an error with a status and a detail for the client.
+func problem(status int, detail string) error {
+	return echo.NewHTTPError(status, detail)
+}
+
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, detail := http.StatusInternalServerError, "internal error"
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		status = he.Code
+		switch m := he.Message.(type) {
+		case string:
+			detail = m
+		case error:
+			detail = m.Error()
+		default:
+			detail = http.StatusText(status)
+		}
+		if he.Internal != nil && status >= 500 {
+			s.log.Error("request failed", "path", c.Path(), "error", he.Internal)
+		}
+	} else {
+		s.log.Error("request failed", "path", c.Path(), "error", err)
+	}
+	if isPage(c) && status == http.StatusUnauthorized {
+		_ = c.Redirect(http.StatusSeeOther, "/login?next="+c.Request().URL.Path)
+		return
+	}
+	body := apiError{Error: http.StatusText(status), Detail: detail}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	if isPage(c) {
+		_ = s.pages.render(c, status, "error", pageData{Title: body.Error, Error: detail, User: userOf(c)})
+		return
+	}
+	_ = c.JSON(status, body)
+}

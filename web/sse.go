@@ -1,0 +1,111 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// apiStream sends every journal event as a server-sent event whose id is
+// the journal sequence. A client resumes after Last-Event-ID (or ?since=)
+// with nothing lost or repeated. Each client reads the journal from its
+// own position, so a slow one never holds up a step or another client.
+func (s *Server) apiStream(c echo.Context) error {
+	since := uint64(0)
+	from := c.Request().Header.Get("Last-Event-ID")
+	if from == "" {
+		from = c.QueryParam("since")
+	}
+	if from != "" {
+		n, err := strconv.ParseUint(from, 10, 64)
+		if err != nil {
+			return problem(http.StatusBadRequest, "Last-Event-ID "+strconv.Quote(from)+" is not a sequence number")
+		}
+		since = n
+	} else {
+		since = s.eng.LastSeq() // a new client starts from now
+	}
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set(echo.HeaderCacheControl, "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(w.Writer).SetWriteDeadline(time.Time{})
+	fmt.Fprint(w, "retry: 2000\n\n")
+	w.Flush()
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.bye:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// The journal is read by its own goroutine; this one writes, and
+	// writes a comment now and then so that proxies keep the line open.
+	evs := make(chan runtime.Event, 64)
+	subErr := make(chan error, 1)
+	go func() {
+		defer close(evs)
+		subErr <- s.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
+			select {
+			case evs <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	keepalive := time.NewTicker(20 * time.Second)
+	defer keepalive.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case ev, ok := <-evs:
+			if !ok {
+				err = <-subErr
+				break loop
+			}
+			b, merr := json.Marshal(ev)
+			if merr != nil {
+				err = merr
+				break loop
+			}
+			if _, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, b); err != nil {
+				break loop
+			}
+			w.Flush()
+			s.opts.Metrics.sseSent.Inc()
+		case <-keepalive.C:
+			if _, err = fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				break loop
+			}
+			w.Flush()
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	cancel()
+	for range evs { // let the reader finish
+	}
+	select {
+	case <-s.bye:
+		fmt.Fprint(w, "event: bye\ndata: the gateway is stopping\n\n")
+		w.Flush()
+	default:
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Debug("event stream ended", "error", err)
+	}
+	return nil
+}
