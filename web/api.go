@@ -185,14 +185,14 @@ type commandBody struct {
 
 // result is the outcome of a command, named as on MQTT.
 type result struct {
-	Outcome   string           `json:"outcome"`
-	Why       string           `json:"why,omitempty"`
-	RequestID string           `json:"request_id"`
-	Run       string           `json:"run,omitempty"`
+	Outcome   string            `json:"outcome"`
+	Why       string            `json:"why,omitempty"`
+	RequestID string            `json:"request_id"`
+	Run       string            `json:"run,omitempty"`
 	Approval  *runtime.Approval `json:"approval,omitempty"`
-	Receipt   *runtime.Receipt `json:"receipt,omitempty"`
-	Reading   *devices.Reading `json:"reading,omitempty"`
-	Replayed  bool             `json:"replayed,omitempty"`
+	Receipt   *runtime.Receipt  `json:"receipt,omitempty"`
+	Reading   *devices.Reading  `json:"reading,omitempty"`
+	Replayed  bool              `json:"replayed,omitempty"`
 }
 
 func outcomeOf(k runtime.ObservationKind) string {
