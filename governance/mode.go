@@ -80,6 +80,34 @@ func (m Mode) runsUnasked() EffectProfile {
 
 // Widens names the first way m is wider than o, or returns "".
 func (m Mode) Widens(o Mode) string {
+	if w := m.widensPowers(o); w != "" {
+		return w
+	}
+	return m.outlasts(o)
+}
+
+// SwitchWidens names the first way switching from o to m widens what runs,
+// or returns "". Unlike Widens, a mode with strictly fewer powers narrows
+// even without o's max_duration: leaving maintenance for observe is always
+// safe. With equal powers, lasting longer widens.
+func (m Mode) SwitchWidens(o Mode) string {
+	if w := m.widensPowers(o); w != "" {
+		return w
+	}
+	if o.widensPowers(m) != "" {
+		return "" // fewer powers than o: no bound on time is needed
+	}
+	return m.outlasts(o)
+}
+
+func (m Mode) outlasts(o Mode) string {
+	if o.MaxDuration > 0 && (m.MaxDuration <= 0 || m.MaxDuration > o.MaxDuration) {
+		return "it may last longer than " + o.Name + "'s max_duration " + o.MaxDuration.String()
+	}
+	return ""
+}
+
+func (m Mode) widensPowers(o Mode) string {
 	if f := m.Ceiling.crossed(o.Ceiling); f != fieldNone {
 		return "its ceiling is wider than " + o.Name + "'s in " + f.String()
 	}
@@ -91,9 +119,6 @@ func (m Mode) Widens(o Mode) string {
 	}
 	if m.ApprovalsRequired < o.ApprovalsRequired {
 		return "it requires " + strconv.Itoa(m.ApprovalsRequired) + " approvals, " + o.Name + " requires " + strconv.Itoa(o.ApprovalsRequired)
-	}
-	if o.MaxDuration > 0 && (m.MaxDuration <= 0 || m.MaxDuration > o.MaxDuration) {
-		return "it may last longer than " + o.Name + "'s max_duration " + o.MaxDuration.String()
 	}
 	return ""
 }

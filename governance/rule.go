@@ -19,10 +19,12 @@ const (
 // The zero value matches any value, including no value (a read).
 type ValueMatch struct {
 	// Min and Max bound numbers when HasMin and HasMax are set.
-	Min, Max       float64
-	HasMin, HasMax bool
+	Min    float64 `json:"min,omitempty"`
+	Max    float64 `json:"max,omitempty"`
+	HasMin bool    `json:"has_min,omitempty"`
+	HasMax bool    `json:"has_max,omitempty"`
 	// Set, when not empty, lists the values matched.
-	Set []Value
+	Set []Value `json:"set,omitempty"`
 }
 
 // Any reports whether m matches every value.
@@ -74,18 +76,19 @@ func (m ValueMatch) String() string {
 // before the ceiling and allow rules after it. An expired rule decides
 // nothing.
 type Rule struct {
-	ID string
+	ID string `json:"id"`
 	// Principal is who the rule covers: an exact name, "*" for anyone, or a
 	// prefix ending in "*" ("mqtt:line-*").
-	Principal string
+	Principal string `json:"principal"`
 	// Device and Capability name what the rule covers; "*" matches any.
-	Device, Capability string
-	Values             ValueMatch
-	Decision           Decision
+	Device     string     `json:"device"`
+	Capability string     `json:"capability"`
+	Values     ValueMatch `json:"values"`
+	Decision   Decision   `json:"decision"`
 	// ExpiresAt is when the rule stops deciding; zero means never.
-	ExpiresAt time.Time
-	MadeBy    string
-	Reason    string
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	MadeBy    string    `json:"made_by,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
 }
 
 // Validate names what is wrong with r, if anything.

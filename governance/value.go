@@ -38,10 +38,10 @@ func (t ValueType) String() string {
 // It mirrors devices.Value on purpose: governance and devices are both pure
 // and import nothing of ours, so the runtime converts one into the other.
 type Value struct {
-	Type ValueType
-	Bool bool
-	Num  float64
-	Text string
+	Type ValueType `json:"type"`
+	Bool bool      `json:"bool,omitempty"`
+	Num  float64   `json:"num,omitempty"`
+	Text string    `json:"text,omitempty"`
 }
 
 // Bool returns a bool value.

@@ -241,7 +241,7 @@ func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeReco
 		return e.mode, nil, fmt.Errorf("mode %q: %w", name, ErrUnknownMode)
 	}
 	cur := e.modes[e.mode.Name]
-	if target.Narrower(cur) {
+	if target.SwitchWidens(cur) == "" {
 		e.applyModeLocked(ctx, name, by, reason)
 		return e.mode, nil, nil
 	}
@@ -252,7 +252,7 @@ func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeReco
 	}
 	now := e.now()
 	ap := Approval{ID: newID("apr"), Kind: "mode_change", Mode: name, Principal: by, Origin: "mode", Reason: reason,
-		Why: "mode " + name + " is wider than " + cur.Name + ": " + target.Widens(cur), Stage: "mode",
+		Why: "mode " + name + " is wider than " + cur.Name + ": " + target.SwitchWidens(cur), Stage: "mode",
 		Required: 1, AdminOnly: true, RequestedAt: now, Expires: now.Add(e.opts.ApprovalTimeout), Status: ApprovalPending}
 	rec := ap
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested}, &rec, func(en *Entry) { en.Approval = &rec }); err != nil {
@@ -276,7 +276,7 @@ func (e *Engine) applyModeLocked(ctx context.Context, name, by, reason string) {
 		"reason": reason, "expires": next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil {
 		// An unjournaled widening must not take effect; a narrowing still
 		// does, because narrowing is always safe.
-		if !m.Narrower(e.modes[from]) {
+		if m.SwitchWidens(e.modes[from]) != "" {
 			return
 		}
 	}

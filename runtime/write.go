@@ -353,6 +353,14 @@ func (e *Engine) useAuthorization(ap *Approval, dg string) string {
 		return "the authorization of approval " + ap.ID + " lapsed at " + az.ValidUntil.Format(time.RFC3339) +
 			" (operate_within " + e.opts.OperateWithin.String() + ")"
 	}
-	az.Used = true
+	// Mark it used on a copy: records already handed out share the old one.
+	used := *az
+	used.Used = true
+	ap.Authorization = &used
+	e.mu.Lock()
+	if p, ok := e.approvals[ap.ID]; ok {
+		p.rec.Authorization = &used
+	}
+	e.mu.Unlock()
 	return ""
 }

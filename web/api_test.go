@@ -1,0 +1,455 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
+)
+
+// site is a server on an engine over a bbolt journal and the sim, with
+// users and a token for each role.
+type site struct {
+	t   *testing.T
+	srv *httptest.Server
+	eng *runtime.Engine
+	j   *journal.DB
+	g   *sim.Greenhouse
+}
+
+type siteOptions struct {
+	mode            string
+	approvalTimeout time.Duration
+	prepare         func(j *journal.DB) // before the engine starts
+}
+
+// tokens by role; each is also the token's name.
+var tokens = []string{"viewer", "operator", "approver", "approver2", "admin"}
+
+func newSite(t *testing.T, o siteOptions) *site {
+	t.Helper()
+	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.prepare != nil {
+		o.prepare(j)
+	}
+	g, err := sim.New(sim.Options{Devices: []devices.Device{
+		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank",
+			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: devices.TypeNumber}}},
+		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve",
+			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := devices.NewRegistry()
+	_ = reg.Add("sim", g)
+	twoPerson := governance.ShippedModes()[governance.ModeSupervised]
+	twoPerson.Name, twoPerson.Base, twoPerson.ApprovalsRequired = "two-person", governance.ModeSupervised, 2
+	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: j, Mode: o.mode,
+		ApprovalTimeout: o.approvalTimeout,
+		Modes: []governance.Mode{twoPerson},
+		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
+			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: governance.Number(10), MaxAge: time.Minute}},
+			Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}}},
+		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	h, _ := bcrypt.GenerateFromPassword([]byte("password-1"), bcrypt.MinCost)
+	users, _ := access.NewUsers([]access.User{{Name: "ann", Role: access.Approver, Hash: h}, {Name: "olga", Role: access.Operator, Hash: h}})
+	var toks []Token
+	for _, name := range tokens {
+		r, _ := access.ParseRole(strings.TrimSuffix(name, "2"))
+		toks = append(toks, Token{Name: name, Role: r, Hash: HashToken("tok-" + name)})
+	}
+	s, err := New(eng, Options{Users: users, Tokens: toks, Sessions: j.Sessions(), Verify: j.Verify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		s.closeStreams()
+		cancel()
+		<-done
+		_ = j.Close()
+	})
+	st := &site{t: t, srv: srv, eng: eng, j: j, g: g}
+	st.waitOnline()
+	return st
+}
+
+func (s *site) waitOnline() {
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.eng.Devices()) < 2 {
+		if time.Now().After(deadline) {
+			s.t.Fatal("devices never came online")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// call sends a request with a bearer token ("" for none) and returns the
+// status and the body.
+func (s *site) call(method, path, token, body string) (int, string) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer tok-"+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (s *site) expect(method, path, token, body string, status int, contains string) string {
+	s.t.Helper()
+	got, b := s.call(method, path, token, body)
+	plain := strings.NewReplacer(`\"`, `"`, `\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(b)
+	if got != status || !strings.Contains(plain, contains) {
+		s.t.Fatalf("%s %s as %q: %d %s; want %d containing %q", method, path, token, got, b, status, contains)
+	}
+	return b
+}
+
+func TestAuthAndRoles(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	s.expect("GET", "/healthz", "", "", 200, "ok")
+	s.expect("GET", "/readyz", "", "", 200, "ready")
+	b := s.expect("GET", "/api/v1/devices", "", "", 401, `"error":"Unauthorized"`)
+	if !strings.Contains(b, `"detail"`) {
+		t.Fatalf("an error without detail: %s", b)
+	}
+	s.expect("GET", "/api/v1/devices", "nobody", "", 401, "unknown bearer token")
+	s.expect("GET", "/api/v1/devices", "viewer", "", 200, `"id":"valve-1"`)
+	s.expect("POST", "/api/v1/commands", "viewer", `{"device":"tank-1","capability":"level"}`, 403, "needs the operator role")
+	s.expect("POST", "/api/v1/approvals/x", "operator", `{}`, 403, "needs the approver role")
+	s.expect("DELETE", "/api/v1/rules/x", "approver", "", 403, "needs the admin role")
+	s.expect("GET", "/metrics", "", "", 401, "")
+	s.expect("GET", "/metrics", "viewer", "", 200, "shadowgate_pending_approvals")
+	// Pages send people to the login.
+	req, _ := http.NewRequest("GET", s.srv.URL+"/approvals", nil)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login") {
+		t.Fatalf("a page without a login = %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+func TestBadRequestsNameTheProblem(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	s.expect("POST", "/api/v1/commands", "operator", `{"device": 5}`, 400, `field "device": want a string`)
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":"yes"}`, 400, `field "value": want a bool`)
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","valu":1}`, 400, `unknown field "valu"`)
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"boiler","capability":"on","value":true}`, 404, "boiler is not online")
+	s.expect("POST", "/api/v1/commands", "operator", `{`, 400, "malformed JSON")
+	s.expect("POST", "/api/v1/commands", "operator", `{"capability":"open"}`, 400, `"device" and "capability" are required`)
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"x","pad":"`+strings.Repeat("x", 70<<10)+`"}`, 413, "")
+	s.expect("GET", "/api/v1/events?since=abc", "viewer", "", 400, `query "since"`)
+	s.expect("POST", "/api/v1/plans/nope/start", "operator", `{}`, 404, "unknown plan")
+	s.expect("POST", "/api/v1/plans/flush/start", "operator", `{"id":"p-1"}`, 202, `"plan":"flush"`)
+	s.expect("GET", "/api/v1/runs", "viewer", "", 200, `"plan":"flush"`)
+	s.expect("POST", "/api/v1/mode", "operator", `{"mode":"turbo"}`, 400, `unknown mode`)
+	s.expect("GET", "/api/v1/rules/none", "viewer", "", 404, "not in force")
+	s.expect("POST", "/api/v1/attempts/act-x/resolve", "admin", `{"note":"x"}`, 404, "not locked")
+	s.expect("GET", "/api/v1/journal/verify", "viewer", "", 200, `"ok":true`)
+}
+
+var approvalID = regexp.MustCompile(`"id":"(apr-[0-9a-f]+)"`)
+
+func TestCommandApprovalAndRules(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"id":"c1","reason":"flush"}`,
+		202, `"outcome":"pending_approval"`)
+	id := approvalID.FindStringSubmatch(b)[1]
+	list := s.expect("GET", "/api/v1/approvals", "viewer", "", 200, id)
+	if !strings.Contains(list, `"condition":"tank-1.level \u003e 10`) && !strings.Contains(list, `"condition":"tank-1.level > 10`) {
+		t.Fatalf("the approval does not show its interlock: %s", list)
+	}
+	// An answer must name the act it was shown.
+	s.expect("POST", "/api/v1/approvals/"+id, "approver", `{"decision":"approve","device":"valve-1","capability":"open","value":false}`,
+		409, "the answer must name that act")
+	s.expect("POST", "/api/v1/approvals/"+id, "approver", `{"decision":"deny","device":"valve-1","capability":"open","value":true}`,
+		400, `a denial says why`)
+	s.expect("POST", "/api/v1/approvals/apr-none", "approver", `{"decision":"approve"}`, 404, "does not exist")
+	s.expect("POST", "/api/v1/approvals/"+id, "approver",
+		`{"decision":"approve_and_rule","device":"valve-1","capability":"open","value":true,"rule_for":"30m","reason":"night shift"}`,
+		200, `"status":"approved"`)
+	s.expect("POST", "/api/v1/approvals/"+id, "admin", `{"decision":"approve","device":"valve-1","capability":"open","value":true}`,
+		409, "approved; it can no longer be answered")
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.g.State().Valve {
+		if time.Now().After(deadline) {
+			t.Fatal("the approved command never acted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The same id gets the first outcome back, acted, and acts nothing more.
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"id":"c1"}`, 200, `"replayed":true`)
+	rules := s.expect("GET", "/api/v1/rules", "viewer", "", 200, `"principal":"api:operator"`)
+	rid := regexp.MustCompile(`"id":"(rule-[0-9a-f]+)"`).FindStringSubmatch(rules)[1]
+	s.expect("GET", "/api/v1/rules/"+rid, "viewer", "", 200, rid)
+	// Within the rule the next command runs without asking.
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"id":"c2"}`, 200, `"outcome":"acted"`)
+	s.expect("DELETE", "/api/v1/rules/"+rid, "admin", "", 204, "")
+	s.expect("DELETE", "/api/v1/rules/"+rid, "admin", "", 404, "")
+	s.expect("GET", "/api/v1/events?kind=approval_answered&device=valve-1", "viewer", "", 200, `"decision":"approve_and_rule"`)
+	s.expect("GET", "/api/v1/devices", "viewer", "", 200, `"confirmation":"confirmed"`)
+}
+
+func TestFourEyes(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "two-person"})
+	b := s.expect("POST", "/api/v1/commands", "approver", `{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval")
+	id := approvalID.FindStringSubmatch(b)[1]
+	act := `"device":"valve-1","capability":"open","value":true`
+	s.expect("POST", "/api/v1/approvals/"+id, "approver", `{"decision":"approve",`+act+`}`, 403, "two people other than the requester")
+	s.expect("POST", "/api/v1/approvals/"+id, "approver2", `{"decision":"approve",`+act+`}`, 200, `"status":"pending"`)
+	s.expect("POST", "/api/v1/approvals/"+id, "approver2", `{"decision":"approve",`+act+`}`, 403, "a second person must")
+	s.expect("POST", "/api/v1/approvals/"+id, "admin", `{"decision":"approve",`+act+`}`, 200, `"status":"approved"`)
+}
+
+func TestExpiredApprovalIsAConflict(t *testing.T) {
+	s := newSite(t, siteOptions{approvalTimeout: 100 * time.Millisecond})
+	b := s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval")
+	id := approvalID.FindStringSubmatch(b)[1]
+	time.Sleep(300 * time.Millisecond)
+	s.expect("POST", "/api/v1/approvals/"+id, "approver", `{"decision":"approve","device":"valve-1","capability":"open","value":true}`,
+		409, "is expired")
+}
+
+func TestModeChanges(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	s.expect("GET", "/api/v1/mode", "viewer", "", 200, `"name":"supervised"`)
+	b := s.expect("POST", "/api/v1/mode", "operator", `{"mode":"maintenance","reason":"pump swap"}`, 202, "an admin must approve")
+	id := approvalID.FindStringSubmatch(b)[1]
+	s.expect("POST", "/api/v1/approvals/"+id, "approver", `{"decision":"approve","mode":"maintenance"}`, 403, "needs an admin")
+	s.expect("POST", "/api/v1/approvals/"+id, "admin", `{"decision":"approve","mode":"maintenance"}`, 200, `"status":"approved"`)
+	s.expect("GET", "/api/v1/mode", "viewer", "", 200, `"name":"maintenance"`)
+	s.expect("POST", "/api/v1/mode", "operator", `{"mode":"observe"}`, 200, `"name":"observe"`)
+}
+
+func TestResolveALockedActuator(t *testing.T) {
+	var attempt string
+	s := newSite(t, siteOptions{prepare: func(j *journal.DB) {
+		a := runtime.Attempt{Key: "mqtt:x/1", ID: "act-locked", Device: "valve-1", Capability: "open", Value: devices.Bool(true), Updated: time.Now()}
+		for _, st := range []runtime.AttemptState{runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting} {
+			a.State = st
+			rec := a
+			if _, err := j.Commit(context.Background(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindInvoked}, Durability: runtime.Sync, Attempt: &rec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		attempt = a.ID
+	}})
+	s.expect("GET", "/api/v1/locks", "viewer", "", 200, attempt)
+	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "approver", `{"note":"seen shut"}`, 403, "needs the admin role")
+	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{}`, 400, "needs a note")
+	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{"note":"valve seen shut on site"}`, 200, `"state":"reconciled"`)
+	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{"note":"again"}`, 404, "not locked")
+}
+
+// browser is a plain HTTP client with a cookie jar: it does not send
+// Sec-Fetch-Site, so the CSRF token is what protects it.
+type browser struct {
+	t *testing.T
+	c *http.Client
+	s *site
+}
+
+func (s *site) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: s.t, s: s, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+var csrfMeta = regexp.MustCompile(`<meta name="csrf" content="([^"]*)">`)
+
+// page gets a page and returns its status, body and CSRF token.
+func (b *browser) page(path string) (int, string, string) {
+	resp, err := b.c.Get(b.s.srv.URL + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	tok := ""
+	if m := csrfMeta.FindStringSubmatch(string(body)); m != nil {
+		tok = m[1]
+	}
+	return resp.StatusCode, string(body), tok
+}
+
+func (b *browser) login(user, password string) int {
+	_, _, tok := b.page("/login")
+	resp, err := b.c.PostForm(b.s.srv.URL+"/login", url.Values{"_csrf": {tok}, "user": {user}, "password": {password}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestCSRFAndLogins(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser()
+	// A login form without its token is refused.
+	resp, _ := b.c.PostForm(s.srv.URL+"/login", url.Values{"user": {"olga"}, "password": {"password-1"}})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a login without a CSRF token = %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+	if code := b.login("olga", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, _, tok := b.page("/devices")
+	post := func(csrf string) int {
+		req, _ := http.NewRequest("POST", s.srv.URL+"/api/v1/commands", strings.NewReader(`{"device":"tank-1","capability":"level"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if csrf != "" {
+			req.Header.Set("X-CSRF-Token", csrf)
+		}
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusForbidden {
+		t.Fatalf("a cookie POST without a CSRF token = %d, want 403", code)
+	}
+	if code := post("forged"); code != http.StatusForbidden {
+		t.Fatalf("a cookie POST with a wrong CSRF token = %d, want 403", code)
+	}
+	if code := post(tok); code != http.StatusOK {
+		t.Fatalf("a cookie POST with its CSRF token = %d, want 200", code)
+	}
+	// Logins are rate-limited per client address, and journaled.
+	bad := s.browser()
+	for range 5 {
+		if code := bad.login("ann", "guess"); code != http.StatusUnauthorized {
+			t.Fatalf("a wrong password = %d", code)
+		}
+	}
+	if code := bad.login("ann", "password-1"); code != http.StatusTooManyRequests {
+		t.Fatalf("the sixth login from a guessing address = %d, want 429", code)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, body := s.call("GET", "/api/v1/events?kind=login", "viewer", "")
+		if strings.Contains(body, `"action":"login_failed"`) && strings.Contains(body, `"action":"login"`) {
+			if strings.Contains(body, "password-1") || strings.Contains(body, "guess") {
+				t.Fatal("a password reached the journal")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("logins not journaled: %s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Logout ends the session.
+	_, _, tok = b.page("/")
+	resp, _ = b.c.PostForm(s.srv.URL+"/logout", url.Values{"_csrf": {tok}})
+	resp.Body.Close()
+	if code, _, _ := b.page("/devices"); code != http.StatusSeeOther {
+		t.Fatalf("a page after logout = %d", code)
+	}
+}
+
+// sse reads server-sent events until n have arrived.
+func sse(t *testing.T, s *site, lastID string, n int) []uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.srv.URL+"/api/v1/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer tok-viewer")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	var ids []uint64
+	sc := bufio.NewScanner(resp.Body)
+	for len(ids) < n && sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			id, _ := strconv.ParseUint(v, 10, 64)
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) < n {
+		t.Fatalf("got %d of %d events", len(ids), n)
+	}
+	return ids
+}
+
+func TestEventStreamResumes(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	read := func() {
+		if _, err := s.eng.Read(context.Background(), "test", "tank-1", "level"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 {
+		read()
+	}
+	first := sse(t, s, "0", 8)
+	for range 10 {
+		read()
+	}
+	rest := sse(t, s, fmt.Sprint(first[len(first)-1]), 10)
+	all := append(first, rest...)
+	for i := 1; i < len(all); i++ {
+		if all[i] != all[i-1]+1 {
+			t.Fatalf("the stream resumed with a gap or a repeat: %v", all)
+		}
+	}
+	var evs []runtime.Event
+	_, body := s.call("GET", "/api/v1/events?since=0&limit=18", "viewer", "")
+	_ = json.Unmarshal([]byte(body), &evs)
+	if len(evs) != 18 || evs[0].Seq != all[0] || evs[17].Seq != all[17] {
+		t.Fatalf("the stream and /events disagree: %v and %d events", all, len(evs))
+	}
+}
