@@ -70,7 +70,7 @@ func newSite(t *testing.T, o siteOptions) *site {
 	twoPerson.Name, twoPerson.Base, twoPerson.ApprovalsRequired = "two-person", governance.ModeSupervised, 2
 	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: j, Mode: o.mode,
 		ApprovalTimeout: o.approvalTimeout,
-		Modes: []governance.Mode{twoPerson},
+		Modes:           []governance.Mode{twoPerson},
 		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
 			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: governance.Number(10), MaxAge: time.Minute}},
 			Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}}},
