@@ -175,7 +175,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if _, ok := e.modes[opts.Mode]; !ok {
 		return nil, fmt.Errorf("initial mode %q: %w", opts.Mode, ErrUnknownMode)
 	}
-	e.mode = ModeRecord{Name: opts.Mode, By: "configuration"}
+	e.mode = ModeRecord{Name: opts.Mode, By: "configuration", Since: opts.Now()}
 	e.life, e.stop = context.WithCancel(context.WithoutCancel(ctx))
 	resume, err := e.restore(ctx)
 	if err != nil {

@@ -20,6 +20,34 @@
   setInterval(countdowns, 1000);
   countdowns();
 
+  // Forms inside the live part post in place: the answer and its receipt
+  // appear where the request was, without leaving the page.
+  function showNote(text) {
+    var note = document.querySelector("main > p.note");
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "note";
+      note.setAttribute("role", "status");
+      live.parentNode.insertBefore(note, live);
+    }
+    note.textContent = text;
+  }
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    if (!live || !live.contains(f) || f.method.toLowerCase() !== "post" || !window.fetch) { return; }
+    e.preventDefault();
+    var data = new FormData(f);
+    if (e.submitter && e.submitter.name) { data.append(e.submitter.name, e.submitter.value); }
+    f.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    fetch(f.action, { method: "POST", body: new URLSearchParams(data), credentials: "same-origin" })
+      .then(function (r) {
+        var note = new URL(r.url).searchParams.get("note");
+        showNote(note || (r.ok ? "Done." : "Not done: HTTP " + r.status));
+        refresh();
+      })
+      .catch(function () { showNote("Not sent: the gateway cannot be reached."); refresh(); });
+  });
+
   var timer = null;
   function refresh() {
     timer = null;
