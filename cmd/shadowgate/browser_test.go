@@ -60,7 +60,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 
 	// An MQTT client that sends the commands and collects the replies.
 	replies := make(chan mqtt.Reply, 8)
-	o := paho.NewClientOptions().AddBroker("tcp://"+parts.MQTT.Addr("tcp")).SetClientID("browser-test").
+	o := paho.NewClientOptions().AddBroker("tcp://" + parts.MQTT.Addr("tcp")).SetClientID("browser-test").
 		SetUsername(demoUser).SetPassword(demoPassword).SetProtocolVersion(4)
 	mc := paho.NewClient(o)
 	if tok := mc.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
