@@ -26,38 +26,8 @@ import (
 // and then at phone size.
 func TestConsoleApprovalInABrowser(t *testing.T) {
 	chromium := needTool(t, "chromium")
-	cfg, err := load("", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MQTT.Listen = "127.0.0.1:0"
-	cfg.Plans = nil // the demo's scheduled plan would ask too, at its own time
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan gateway.Parts, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- gateway.Run(ctx, gateway.Options{Config: cfg, Demo: true, WebListener: ln,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Ready:  func(p gateway.Parts) { ready <- p }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("gateway: %v", err)
-		}
-	}()
-	var parts gateway.Parts
-	select {
-	case parts = <-ready:
-	case err := <-done:
-		t.Fatalf("the gateway did not start: %v", err)
-	}
-
+	var err error
+	parts, base := startDemo(t)
 	// An MQTT client that sends the commands and collects the replies.
 	replies := make(chan mqtt.Reply, 8)
 	o := paho.NewClientOptions().AddBroker("tcp://" + parts.MQTT.Addr("tcp")).SetClientID("browser-test").
@@ -148,7 +118,9 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 		}
 		// The request appears without a reload.
 		poll("the request", `!!document.querySelector("article.approval button.approve")`)
-		text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("article.approval")))
+		// The live part may be redrawn at any moment, so the page is read
+		// and clicked with single scripts, never through a held node.
+		text, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector("article.approval").textContent`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +132,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 		}
 		shot("request-" + name)
 		before := location()
-		if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("article.approval button.approve"))); err != nil {
+		if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.querySelector("article.approval button.approve").click(), true`)); err != nil {
 			t.Fatal(err)
 		}
 		// The receipt appears in place, live, once the act is done.
@@ -204,4 +176,41 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 	if err != nil || unlabelled != 0 {
 		t.Fatalf("%d controls without a label (%v)", unlabelled, err)
 	}
+}
+
+// startDemo runs the demo gateway in this process on free ports, without
+// its scheduled plan, and returns its parts and the console's URL.
+func startDemo(t *testing.T) (gateway.Parts, string) {
+	t.Helper()
+	cfg, err := load("", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MQTT.Listen = "127.0.0.1:0"
+	cfg.Plans = nil // the demo's scheduled plan would ask too, at its own time
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan gateway.Parts, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- gateway.Run(ctx, gateway.Options{Config: cfg, Demo: true, WebListener: ln,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Ready:  func(p gateway.Parts) { ready <- p }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway: %v", err)
+		}
+	})
+	select {
+	case parts := <-ready:
+		return parts, "http://" + ln.Addr().String()
+	case err := <-done:
+		t.Fatalf("the gateway did not start: %v", err)
+	}
+	return gateway.Parts{}, ""
 }

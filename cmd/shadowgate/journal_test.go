@@ -18,7 +18,7 @@ import (
 
 func shadowgate(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := run(args, &out, &errOut)
+	code := run(args, strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

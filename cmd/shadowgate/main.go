@@ -3,6 +3,8 @@
 //	shadowgate serve [--config F | --demo]   run the gateway
 //	shadowgate check --config F              check a configuration
 //	shadowgate journal verify|export|tail    read the journal
+//	shadowgate approvals list|approve|deny   answer approvals through the API
+//	shadowgate hash-password | hash-token    make secrets for the configuration
 //	shadowgate version                       print the version
 //
 // Exit codes: 0 ok, 1 usage, 2 configuration, 3 refused, 4 timeout,
@@ -45,7 +47,7 @@ const (
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 const usage = `usage: shadowgate <command> [flags]
@@ -54,10 +56,13 @@ commands:
   serve [--config F | --demo] [--log-level L]   run the gateway
   check --config F                              check a configuration and exit
   journal verify|export|tail [flags]            read the journal (shadowgate journal help)
+  approvals list|approve|deny [flags]           answer approvals through the API
+  hash-password                                 bcrypt a password read from standard input
+  hash-token                                    make an API token and the hash to configure
   version                                       print the version
 `
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -69,6 +74,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "journal":
 		return journalCmd(args[1:], stdout, stderr)
+	case "approvals":
+		return approvalsCmd(args[1:], stdin, stdout, stderr)
+	case "hash-password":
+		return hashPassword(stdin, stdout, stderr)
+	case "hash-token":
+		return hashToken(stdout)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "shadowgate", version)
 		return exitOK
@@ -116,6 +127,9 @@ func serve(args []string, stderr io.Writer) int {
 	if *demo {
 		fmt.Fprintf(stderr, "shadowgate %s: demo greenhouse on simulated devices, mode %s; every write asks a person.\n"+
 			"The plan irrigate runs every minute and its writes wait for approval; stop with Ctrl-C.\n", version, cfg.Mode)
+		if w := cfg.Web; w != nil {
+			fmt.Fprintf(stderr, "\nConsole on http://%s — log in as %s, password %s.\n", w.Listen, demoUser, demoPassword)
+		}
 		if m := cfg.MQTT; m != nil {
 			host, port, _ := strings.Cut(m.Listen, ":")
 			if host == "" {

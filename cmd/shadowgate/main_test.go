@@ -34,7 +34,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
-		code := run(tc.args, &out, &errOut)
+		code := run(tc.args, strings.NewReader(""), &out, &errOut)
 		if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.output) {
 			t.Errorf("shadowgate %q = %d, %q%q; want %d and output containing %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.output)
 		}
