@@ -30,7 +30,7 @@ import (
 // site is a server on an engine over a bbolt journal and the sim, with
 // users and a token for each role.
 type site struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 	eng *runtime.Engine
 	j   *journal.DB
@@ -46,7 +46,7 @@ type siteOptions struct {
 // tokens by role; each is also the token's name.
 var tokens = []string{"viewer", "operator", "approver", "approver2", "admin"}
 
-func newSite(t *testing.T, o siteOptions) *site {
+func newSite(t testing.TB, o siteOptions) *site {
 	t.Helper()
 	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName), journal.Options{})
 	if err != nil {
@@ -288,7 +288,7 @@ func TestResolveALockedActuator(t *testing.T) {
 // browser is a plain HTTP client with a cookie jar: it does not send
 // Sec-Fetch-Site, so the CSRF token is what protects it.
 type browser struct {
-	t *testing.T
+	t testing.TB
 	c *http.Client
 	s *site
 }
