@@ -29,6 +29,7 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./gateway
 	go test -run '^$$' -fuzz FuzzDecodeEvent -fuzztime $(FUZZTIME) ./runtime/journal
 	go test -run '^$$' -fuzz FuzzParseCommand -fuzztime $(FUZZTIME) ./gateway/mqtt
+	go test -run '^$$' -fuzz FuzzAPIBodies -fuzztime $(FUZZTIME) ./web
 
 amd64:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/shadowgate-linux-amd64 ./cmd/shadowgate
