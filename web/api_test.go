@@ -155,6 +155,7 @@ func TestAuthAndRoles(t *testing.T) {
 		t.Fatalf("an error without detail: %s", b)
 	}
 	s.expect("GET", "/api/v1/devices", "nobody", "", 401, "unknown bearer token")
+	s.expect("POST", "/api/v1/commands", "", `{"device":"tank-1","capability":"level"}`, 401, "log in")
 	s.expect("GET", "/api/v1/devices", "viewer", "", 200, `"id":"valve-1"`)
 	s.expect("POST", "/api/v1/commands", "viewer", `{"device":"tank-1","capability":"level"}`, 403, "needs the operator role")
 	s.expect("POST", "/api/v1/approvals/x", "operator", `{}`, 403, "needs the approver role")

@@ -108,7 +108,15 @@ func need(min access.Role) echo.MiddlewareFunc {
 // carries no cookie a browser could replay, so it needs no token.
 func (s *Server) csrf() echo.MiddlewareFunc {
 	return middleware.CSRFWithConfig(middleware.CSRFConfig{
-		Skipper:        func(c echo.Context) bool { return userOf(c) != nil && userOf(c).Token },
+		Skipper: func(c echo.Context) bool {
+			if id := userOf(c); id != nil && id.Token {
+				return true // a bearer token is no cookie a browser could replay
+			}
+			// An API request with no session at all is refused as
+			// unauthenticated (401) by need, not as a CSRF failure.
+			_, err := c.Cookie(sessionCookie)
+			return err != nil && strings.HasPrefix(c.Request().URL.Path, "/api/")
+		},
 		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
 		CookieName:     "sg_csrf",
 		CookiePath:     "/",
