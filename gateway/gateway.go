@@ -160,12 +160,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	var link *uplink.Uplink
-	if cfg.Uplink != nil {
-		db, ok := j.(*journal.DB)
-		if !ok {
-			_ = eng.Close()
-			return errors.New("the uplink needs the journal's outbox, and the journal cannot be used")
-		}
+	db, journalOK := j.(*journal.DB)
+	if cfg.Uplink != nil && !journalOK {
+		log.Error("the uplink is off: its outbox lives in the journal, which cannot be used")
+	}
+	if cfg.Uplink != nil && journalOK {
 		uo := *cfg.Uplink
 		uo.Logger = log.With("component", "uplink")
 		if link, err = uplink.New(eng, db.Outbox(), uo); err != nil {

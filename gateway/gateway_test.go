@@ -12,6 +12,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/examples"
+	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
 )
@@ -111,7 +112,9 @@ func TestStateDirectoryIsGuardedByItsJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A corrupt journal: the gateway runs, reads sensors, refuses writes.
+	// A corrupt journal: the gateway runs, reads sensors, refuses writes;
+	// the uplink, whose outbox is in that file, stays off.
+	b.Uplink = &uplink.Options{URL: "tcp://127.0.0.1:1", ClientID: "t", Prefix: "p/"}
 	if err := os.WriteFile(journal.Path(b.StateDir), bytes.Repeat([]byte("garbage!"), 4096), 0o600); err != nil {
 		t.Fatal(err)
 	}
