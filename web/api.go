@@ -419,6 +419,20 @@ func (s *Server) apiEvents(c echo.Context) error {
 		}
 		limit = n
 	}
+	tail := 0
+	if v := c.QueryParam("tail"); v != "" {
+		// The newest n written events, whatever since says. The newest
+		// sequence may not be written yet, so read a little further back.
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 10000 {
+			return problem(http.StatusBadRequest, `query "tail": want 1 to 10000`)
+		}
+		tail, limit = n, 10000
+		since = 0
+		if last, back := s.eng.LastSeq(), uint64(n)+512; last > back {
+			since = last - back
+		}
+	}
 	kinds := splitList(c.QueryParam("kind"))
 	device := c.QueryParam("device")
 	out := []runtime.Event{}
@@ -439,6 +453,9 @@ func (s *Server) apiEvents(c echo.Context) error {
 				}
 			}
 		}
+	}
+	if tail > 0 && len(out) > tail {
+		out = out[len(out)-tail:]
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -61,3 +61,35 @@ func TestApprovalsCommand(t *testing.T) {
 		t.Fatalf("hash-token = %d %q", code, out)
 	}
 }
+
+// TestJournalCommandsThroughTheAPI reads the journal of a running gateway,
+// which holds its file, through the gateway's API.
+func TestJournalCommandsThroughTheAPI(t *testing.T) {
+	dir := t.TempDir()
+	parts, base := startDemoAt(t, dir)
+	if _, err := parts.Engine.Read(context.Background(), "test", "tank-1", "level"); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"journal", "verify", "--state-dir", dir}, strings.NewReader(""), &out, &errOut)
+	if code != exitUnavailable || !strings.Contains(errOut.String(), "in use by process") || !strings.Contains(errOut.String(), "--token-file or --user") {
+		t.Fatalf("verify of a held journal without credentials = %d %q", code, errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	code = run([]string{"journal", "verify", "--state-dir", dir, "--url", base, "--user", "demo"}, strings.NewReader("greenhouse-demo\n"), &out, &errOut)
+	if code != exitOK || !strings.Contains(out.String(), "through "+base) || !strings.Contains(out.String(), ": ok") {
+		t.Fatalf("verify through the API = %d %q %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	code = run([]string{"journal", "tail", "-n", "3", "--state-dir", dir, "--url", base, "--user", "demo"}, strings.NewReader("greenhouse-demo\n"), &out, &errOut)
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); code != exitOK || len(lines) != 3 || !strings.Contains(lines[0], `"seq":`) {
+		t.Fatalf("tail through the API = %d %q %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	code = run([]string{"journal", "export", "--kind", "observed", "--device", "tank-1", "--state-dir", dir, "--url", base, "--user", "demo"},
+		strings.NewReader("greenhouse-demo\n"), &out, &errOut)
+	if code != exitOK || !strings.Contains(out.String(), `"kind":"observed"`) || strings.Contains(out.String(), `"kind":"device_online"`) {
+		t.Fatalf("export through the API = %d %q %q", code, out.String(), errOut.String())
+	}
+}

@@ -182,6 +182,13 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 // its scheduled plan, and returns its parts and the console's URL.
 func startDemo(t *testing.T) (gateway.Parts, string) {
 	t.Helper()
+	return startDemoAt(t, "")
+}
+
+// startDemoAt runs the demo with its state in stateDir ("" for a
+// temporary one removed at the end).
+func startDemoAt(t *testing.T, stateDir string) (gateway.Parts, string) {
+	t.Helper()
 	cfg, err := load("", true)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +203,8 @@ func startDemo(t *testing.T) (gateway.Parts, string) {
 	ready := make(chan gateway.Parts, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- gateway.Run(ctx, gateway.Options{Config: cfg, Demo: true, WebListener: ln,
+		cfg.StateDir = stateDir
+		done <- gateway.Run(ctx, gateway.Options{Config: cfg, Demo: stateDir == "", WebListener: ln,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Ready:  func(p gateway.Parts) { ready <- p }})
 	}()

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,11 +29,14 @@ const journalUsage = `usage: shadowgate journal <verify|export|tail> [flags]
                                                       write events as JSON Lines
   tail   [--state-dir D | --config F] [-n N] [-f]     print the newest events; -f follows
 
-The state directory defaults to /var/lib/shadowgate. The journal is read
-while no gateway holds it; a running gateway's pid is named if it does.
+The state directory defaults to /var/lib/shadowgate. The journal file is
+read while no gateway holds it. While one does, the commands go through
+its API at --url (default http://127.0.0.1:8080) with --token-file F (or
+SHADOWGATE_TOKEN) or --user U (password from SHADOWGATE_PASSWORD or
+standard input); without those they say which process holds the file.
 `
 
-func journalCmd(args []string, stdout, stderr io.Writer) int {
+func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, journalUsage)
 		return exitUsage
@@ -37,6 +45,9 @@ func journalCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	stateDir := fs.String("state-dir", "", "state directory (default /var/lib/shadowgate)")
 	configPath := fs.String("config", "", "take the state directory from this configuration")
+	apiURL := fs.String("url", "http://127.0.0.1:8080", "a running gateway's console, used while it holds the file")
+	tokenFile := fs.String("token-file", "", "a bearer token for the API")
+	user := fs.String("user", "", "log in to the API as this user")
 	var since uint64
 	var kinds, device string
 	var n int
@@ -67,6 +78,18 @@ func journalCmd(args []string, stdout, stderr io.Writer) int {
 	path := journal.Path(dir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if holder := heldBy(path); holder != nil {
+		if *tokenFile == "" && *user == "" && os.Getenv("SHADOWGATE_TOKEN") == "" {
+			fmt.Fprintf(stderr, "shadowgate journal: %v; to read it through the gateway's API, give --token-file or --user (and --url)\n", holder)
+			return exitUnavailable
+		}
+		a, err := newAPIClient(*apiURL, *tokenFile, *user, stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "shadowgate journal: %v, and its API at %s cannot be used: %v\n", holder, *apiURL, err)
+			return exitCode(err)
+		}
+		return journalViaAPI(ctx, a, args[0], since, kinds, device, n, follow, stdout, stderr)
+	}
 	switch args[0] {
 	case "verify":
 		return journalVerify(ctx, path, stdout, stderr)
@@ -183,4 +206,94 @@ func journalTail(ctx context.Context, path string, n int, follow bool, stdout, s
 		}
 	}
 	return code
+}
+
+// heldBy returns the lock error when a gateway holds the journal file.
+func heldBy(path string) error {
+	j, err := journal.Open(path, journal.Options{ReadOnly: true, LockTimeout: 300 * time.Millisecond})
+	var le *journal.LockedError
+	if errors.As(err, &le) {
+		return le
+	}
+	if err == nil {
+		_ = j.Close()
+	}
+	return nil
+}
+
+// journalViaAPI does a journal command through a running gateway's API.
+func journalViaAPI(ctx context.Context, a *apiClient, cmd string, since uint64, kinds, device string, n int, follow bool,
+	stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "shadowgate journal:", err)
+		return exitCode(err)
+	}
+	if cmd == "verify" {
+		var rep journal.Report
+		if err := a.do("GET", "/api/v1/journal/verify", nil, &rep); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "%s (through %s): %s\n", "the running gateway's journal", a.base, rep)
+		if !rep.OK {
+			return exitRefused
+		}
+		return exitOK
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	q := url.Values{"limit": {"10000"}}
+	if kinds != "" {
+		q.Set("kind", kinds)
+	}
+	if device != "" {
+		q.Set("device", device)
+	}
+	if cmd == "tail" {
+		q.Set("tail", strconv.Itoa(max(n, 1)))
+	}
+	for {
+		if cmd != "tail" {
+			q.Set("since", strconv.FormatUint(since, 10))
+		}
+		var evs []runtime.Event
+		if err := a.do("GET", "/api/v1/events?"+q.Encode(), nil, &evs); err != nil {
+			return fail(err)
+		}
+		for i := range evs {
+			_ = enc.Encode(&evs[i])
+			since = evs[i].Seq
+		}
+		if cmd == "tail" || len(evs) == 0 {
+			break
+		}
+	}
+	if cmd != "tail" || !follow {
+		return exitOK
+	}
+	// Follow the event stream from the last event printed.
+	req, err := http.NewRequestWithContext(ctx, "GET", a.base+"/api/v1/events/stream", nil)
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Last-Event-ID", strconv.FormatUint(since, 10))
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	stream := &http.Client{Jar: a.c.Jar}
+	resp, err := stream.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		return fail(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.HasPrefix(data, "{") {
+			fmt.Fprintln(stdout, data)
+		}
+	}
+	return exitOK
 }

@@ -73,7 +73,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "check":
 		return check(args[1:], stdout, stderr)
 	case "journal":
-		return journalCmd(args[1:], stdout, stderr)
+		return journalCmd(args[1:], stdin, stdout, stderr)
 	case "approvals":
 		return approvalsCmd(args[1:], stdin, stdout, stderr)
 	case "hash-password":
