@@ -21,6 +21,7 @@ bench:
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 	go vet ./...
+	go tool staticcheck ./...
 
 # A short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s

@@ -99,10 +99,9 @@ func (e *Engine) forgetRun(r *run) {
 
 // parkedAtStop is what runStep returns when the gateway stops while the
 // step waits for people; errStopping is awaitAnswer's reason then.
-const (
-	parkedAtStop ObservationKind = "parked_at_stop"
-	errStopping                  = "the gateway is stopping"
-)
+const parkedAtStop ObservationKind = "parked_at_stop"
+
+const errStopping = "the gateway is stopping"
 
 // runStep executes one plan step, waiting out an approval if it parks.
 func (e *Engine) runStep(ctx context.Context, r *run, idx int, s PlanStep) Observation {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -234,10 +235,10 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	db, err := bolt.Open(path, 0o600, bo)
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, &LockedError{Path: path, PID: readPID(path)}
 		}
-		if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrVersionMismatch) || errors.Is(err, bolt.ErrChecksum) {
+		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum) {
 			return nil, &CorruptError{Path: path, Err: err}
 		}
 		return nil, fmt.Errorf("opening journal %s: %w", path, err)
