@@ -84,7 +84,15 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		Profile: Profile(&ent.Device, c, pol), Value: govValue(w.value), Envelope: &env,
 		Interlocks: conds, Facts: &e.facts,
 	}
-	current, _ := e.facts.get(target)
+	current, known := e.facts.get(target)
+	if !known && c.ReadBack && w.resume == nil {
+		// Learn where the actuator stands before judging: the envelope's
+		// history and the person asked both need it. The read is itself a
+		// governed, journaled step.
+		if obs := e.read(ctx, nil, 0, "gateway:current", w.device, w.capability); obs.Kind == Completed && obs.Reading != nil {
+			current = *obs.Reading
+		}
+	}
 	if w.resume == nil {
 		if id, busy := e.pendingFor(target); busy {
 			return e.refused(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
