@@ -211,6 +211,8 @@ type RunRecord struct {
 	EndedAt    time.Time     `json:"ended_at,omitzero"`
 	End        EndReason     `json:"end,omitempty"`
 	Why        string        `json:"why,omitempty"`
+	// ReplyTo is where the surface that took the run sends its outcome.
+	ReplyTo string `json:"reply_to,omitempty"`
 }
 
 // ModeRecord is the mode in force and since when.

@@ -263,6 +263,10 @@ type Command struct {
 	// Capability is the target; Value is zero for a read.
 	Capability string
 	Value      devices.Value
+	// ReplyTo says, in the origin's own terms, where the outcome goes. It
+	// is kept with the run, so that after a restart the surface can still
+	// answer a command that was waiting for approval.
+	ReplyTo string
 }
 
 // Do runs a command and returns its first observation: the outcome, or an
@@ -287,7 +291,7 @@ func (e *Engine) Do(ctx context.Context, cmd Command) (Observation, error) {
 		e.mu.Unlock()
 		return e.repeat(ctx, r, plan.Steps[0], cmd)
 	}
-	r, err := e.newRunLocked(plan, cmd.Principal, cmd.Origin, cmd.RequestID, cmd.Reason)
+	r, err := e.newRunLocked(plan, cmd.Principal, cmd.Origin, cmd.RequestID, cmd.Reason, cmd.ReplyTo)
 	if err != nil {
 		e.mu.Unlock()
 		return Observation{}, err
@@ -331,6 +335,8 @@ type StartPlan struct {
 	Origin    string
 	RequestID string
 	Reason    string
+	// ReplyTo is kept with the run; see Command.ReplyTo.
+	ReplyTo string
 }
 
 // StartPlan starts a run of a configured plan and returns its record at once.
@@ -351,7 +357,7 @@ func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error)
 			return r.record(), nil
 		}
 	}
-	r, err := e.newRunLocked(p, sp.Principal, sp.Origin, sp.RequestID, sp.Reason)
+	r, err := e.newRunLocked(p, sp.Principal, sp.Origin, sp.RequestID, sp.Reason, sp.ReplyTo)
 	if err != nil {
 		e.mu.Unlock()
 		return RunRecord{}, err
@@ -365,14 +371,14 @@ func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error)
 	return r.record(), nil
 }
 
-func (e *Engine) newRunLocked(p *Plan, principal, origin, requestID, reason string) (*run, error) {
+func (e *Engine) newRunLocked(p *Plan, principal, origin, requestID, reason, replyTo string) (*run, error) {
 	if e.life.Err() != nil {
 		return nil, ErrStopped
 	}
 	now := e.now()
 	r := &run{plan: p, requestID: requestID, first: make(chan Observation, 1), firstDone: make(chan struct{}), done: make(chan struct{}),
 		rec: RunRecord{ID: newID("run"), Plan: p.Name, Principal: principal, Origin: origin, RequestID: requestID,
-			Reason: reason, Status: RunRunning, StartedAt: now}, activeSince: now}
+			Reason: reason, ReplyTo: replyTo, Status: RunRunning, StartedAt: now}, activeSince: now}
 	e.runs[r.rec.ID] = r
 	return r, nil
 }

@@ -152,3 +152,19 @@ func (e *Engine) Plans() []Plan {
 	slices.SortFunc(out, func(a, b Plan) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
+
+// Parked returns the runs of an origin that wait for an approval, with
+// their ReplyTo, so that a surface can answer them once they end, also
+// after a restart.
+func (e *Engine) Parked(origin string) []RunRecord {
+	e.mu.Lock()
+	var out []RunRecord
+	for _, r := range e.runs {
+		if rec := r.record(); rec.Origin == origin && rec.Status == RunParked {
+			out = append(out, rec)
+		}
+	}
+	e.mu.Unlock()
+	sortRuns(out)
+	return out
+}

@@ -195,6 +195,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.log.Info("mqtt broker serving", "tcp", b.Addr("tcp"), "tls", b.Addr("tls"), "ws", b.Addr("ws"), "prefix", b.opts.Prefix)
 	b.spawn(func() { b.follow(b.ctx, since) })
+	b.answerParked()
 	<-b.ctx.Done()
 	err := b.srv.Close()
 	b.mu.Lock()

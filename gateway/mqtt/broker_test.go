@@ -568,3 +568,27 @@ func TestStateIsRepublishedFromTheJournalOnStart(t *testing.T) {
 		t.Fatalf("state after a restart (retained %v): %s", m.Retained(), m.Payload())
 	}
 }
+
+func TestSecondReplyAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	gw := startGW(t, gwOptions{dir: dir})
+	alice := gw.mustClient("alice", "alice-password")
+	replies := subscribe(t, alice, prefix+"reply/heater-1/on")
+	publish(t, alice, prefix+"cmd/heater-1/on", 1, `{"value": true, "id": "across"}`)
+	first := nextReply(t, replies, "the first reply")
+	if first.Outcome != OutcomePendingApproval {
+		t.Fatalf("first reply = %+v", first)
+	}
+	gw.stop()
+
+	gw = startGW(t, gwOptions{dir: dir})
+	alice = gw.mustClient("alice", "alice-password")
+	replies = subscribe(t, alice, prefix+"reply/heater-1/on")
+	if _, err := gw.eng.Answer(context.Background(), first.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve}); err != nil {
+		t.Fatal(err)
+	}
+	r := nextReply(t, replies, "the second reply, after a restart")
+	if r.ID != "across" || r.Outcome != OutcomeActed || r.Receipt == nil {
+		t.Fatalf("second reply after a restart = %+v", r)
+	}
+}

@@ -106,7 +106,31 @@ func (b *Broker) handle(cl *mochi.Client, pk packets.Packet, rel string) {
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.CommandTimeout)
 	defer cancel()
-	Dispatch(ctx, b.eng, principal, "mqtt", r, req, reply, func(fn func(context.Context)) { b.spawn(func() { fn(b.ctx) }) })
+	replyTo, _ := json.Marshal(replyTo{Topic: d.topic, Correlation: d.correlation})
+	Dispatch(ctx, b.eng, principal, "mqtt", string(replyTo), r, req, reply, func(fn func(context.Context)) { b.spawn(func() { fn(b.ctx) }) })
+}
+
+// replyTo is where an MQTT command's outcome goes, kept with its run.
+type replyTo struct {
+	Topic       string `json:"topic"`
+	Correlation []byte `json:"correlation,omitempty"`
+}
+
+// answerParked sends the second reply of the commands that were waiting
+// for approval when the gateway last stopped, once they end.
+func (b *Broker) answerParked() {
+	for _, rec := range b.eng.Parked("mqtt") {
+		var rt replyTo
+		if json.Unmarshal([]byte(rec.ReplyTo), &rt) != nil || rt.Topic == "" {
+			continue
+		}
+		base := Reply{ID: rec.RequestID}
+		if rec.Plan != "command" {
+			base.Plan = rec.Plan
+		}
+		d := dest{topic: rt.Topic, correlation: rt.Correlation}
+		b.spawn(func() { AnswerWhenDone(b.ctx, b.eng, rec.ID, base, func(rep Reply) { b.sendReply(d, rep) }) })
+	}
 }
 
 // Refusal is the reply to a command that was not taken.
@@ -138,14 +162,15 @@ func Prepare(eng *runtime.Engine, r Route, payload []byte) (Request, error) {
 // reply. A command that parks, and a plan run, get a second answer when
 // they end: spawn runs the goroutine that waits for it, giving it a context
 // that ends when its owner stops.
-func Dispatch(ctx context.Context, eng *runtime.Engine, principal, origin string, r Route, req Request,
+func Dispatch(ctx context.Context, eng *runtime.Engine, principal, origin, replyTo string, r Route, req Request,
 	reply func(Reply), spawn func(func(context.Context))) {
 	base := Reply{ID: req.ID, Device: r.Device, Capability: r.Capability, Plan: r.Plan}
 	if base.ID == "" {
 		base.ID, base.IDGenerated = newID(), true
 	}
 	if r.Kind == "run" {
-		rec, err := eng.StartPlan(ctx, runtime.StartPlan{Plan: r.Plan, Principal: principal, Origin: origin, RequestID: base.ID, Reason: req.Reason})
+		rec, err := eng.StartPlan(ctx, runtime.StartPlan{Plan: r.Plan, Principal: principal, Origin: origin, RequestID: base.ID,
+			Reason: req.Reason, ReplyTo: replyTo})
 		rep := base
 		if err != nil {
 			rep.Outcome, rep.Why = OutcomeFailed, err.Error()
@@ -154,11 +179,11 @@ func Dispatch(ctx context.Context, eng *runtime.Engine, principal, origin string
 		}
 		rep.Outcome, rep.Run = OutcomeStarted, rec.ID
 		reply(rep)
-		spawn(func(life context.Context) { answerWhenDone(life, eng, rec.ID, base, reply) })
+		spawn(func(life context.Context) { AnswerWhenDone(life, eng, rec.ID, base, reply) })
 		return
 	}
 	obs, err := eng.Do(ctx, runtime.Command{Principal: principal, Origin: origin, RequestID: base.ID, Reason: req.Reason,
-		Device: r.Device, Capability: r.Capability, Value: req.Value})
+		Device: r.Device, Capability: r.Capability, Value: req.Value, ReplyTo: replyTo})
 	if err != nil {
 		rep := base
 		rep.Outcome, rep.Why = OutcomeFailed, err.Error()
@@ -169,14 +194,14 @@ func Dispatch(ctx context.Context, eng *runtime.Engine, principal, origin string
 	rep.ID, rep.IDGenerated = base.ID, base.IDGenerated
 	reply(rep)
 	if obs.Kind == runtime.ApprovalRequest && !obs.Replayed {
-		spawn(func(life context.Context) { answerWhenDone(life, eng, obs.Run, base, reply) })
+		spawn(func(life context.Context) { AnswerWhenDone(life, eng, obs.Run, base, reply) })
 	}
 }
 
-// answerWhenDone sends the second reply of a run once it has ended. If
+// AnswerWhenDone sends the second reply of a run once it has ended. If
 // ctx ends first (the gateway stops), the run stays parked and no reply is
 // sent; its outcome appears on the events topic after the next start.
-func answerWhenDone(ctx context.Context, eng *runtime.Engine, run string, base Reply, reply func(Reply)) {
+func AnswerWhenDone(ctx context.Context, eng *runtime.Engine, run string, base Reply, reply func(Reply)) {
 	obs, rec, err := eng.Outcome(ctx, run)
 	if err != nil {
 		return

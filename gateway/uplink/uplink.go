@@ -186,6 +186,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 	wg.Go(func() { u.enqueue(ctx, cursor) })
 	wg.Go(func() { u.send(ctx) })
 	wg.Go(func() { u.serveCommands(ctx) })
+	u.answerParked(ctx)
 	<-ctx.Done()
 	u.c.Disconnect(250)
 	wg.Wait()
@@ -469,22 +470,47 @@ func (u *Uplink) command(ctx context.Context, m paho.Message) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	mqtt.Dispatch(cctx, u.eng, u.opts.Principal, "uplink", r, req, reply, func(fn func(context.Context)) {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		if !u.stopping {
-			u.wg.Go(func() { fn(ctx) })
-		}
+	mqtt.Dispatch(cctx, u.eng, u.opts.Principal, "uplink", r.ReplyTopic(), r, req, reply, func(fn func(context.Context)) {
+		u.spawn(func() { fn(ctx) })
 	})
 }
 
+// spawn runs fn in a goroutine Run waits for, unless it is stopping.
+func (u *Uplink) spawn(fn func()) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.stopping {
+		u.wg.Go(fn)
+	}
+}
+
+// answerParked replies upstream to the commands that were waiting for
+// approval when the gateway last stopped, once they end.
+func (u *Uplink) answerParked(ctx context.Context) {
+	for _, rec := range u.eng.Parked("uplink") {
+		if rec.ReplyTo == "" {
+			continue
+		}
+		base := mqtt.Reply{ID: rec.RequestID}
+		if rec.Plan != "command" {
+			base.Plan = rec.Plan
+		}
+		topic := rec.ReplyTo
+		u.spawn(func() {
+			mqtt.AnswerWhenDone(ctx, u.eng, rec.ID, base, func(rep mqtt.Reply) { u.push(topic, rep) })
+		})
+	}
+}
+
 // reply queues a reply upstream in the outbox, as an essential message.
-func (u *Uplink) reply(r mqtt.Route, rep mqtt.Reply) {
+func (u *Uplink) reply(r mqtt.Route, rep mqtt.Reply) { u.push(r.ReplyTopic(), rep) }
+
+func (u *Uplink) push(rel string, rep mqtt.Reply) {
 	payload, err := json.Marshal(rep)
 	if err != nil {
 		return
 	}
-	msg := []journal.OutMessage{{Topic: u.opts.Prefix + r.ReplyTopic(), Payload: payload, Essential: true}}
+	msg := []journal.OutMessage{{Topic: u.opts.Prefix + rel, Payload: payload, Essential: true}}
 	if err := u.store.Push(msg); err != nil {
 		u.log.Error("uplink reply not queued", "error", err)
 		return

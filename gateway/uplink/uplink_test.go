@@ -352,3 +352,30 @@ func TestUpstreamCommands(t *testing.T) {
 		t.Fatalf("the valve was written %d times after a retained command (%d ignored), want 1", n, r.u.Stats().IgnoredRetained)
 	}
 }
+
+func TestParkedUpstreamCommandIsAnsweredAfterARestart(t *testing.T) {
+	up := newUpstream(t) // down: replies wait in the outbox
+	dir := t.TempDir()
+	r, stop := startRig(t, dir, up.addr, 0)
+	// Not covered by the rig's rule, so it waits for approval.
+	obs, err := r.eng.Do(context.Background(), runtime.Command{Principal: "test:other", Origin: "uplink", RequestID: "late-1",
+		Device: "valve-1", Capability: "open", Value: devices.Bool(true), ReplyTo: "reply/valve-1/open"})
+	if err != nil || obs.Kind != runtime.ApprovalRequest {
+		t.Fatalf("command: %+v %v", obs, err)
+	}
+	stop()
+	r, _ = startRig(t, dir, up.addr, 0)
+	if _, err := r.eng.Answer(context.Background(), obs.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reply in the outbox", func() bool {
+		msgs, _ := r.j.Outbox().Peek(0, 10000)
+		for _, m := range msgs {
+			if m.Topic == prefix+"reply/valve-1/open" && strings.Contains(string(m.Payload), `"id":"late-1"`) &&
+				strings.Contains(string(m.Payload), `"outcome":"acted"`) && m.Essential {
+				return true
+			}
+		}
+		return false
+	})
+}
