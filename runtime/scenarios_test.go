@@ -532,3 +532,39 @@ func TestRunPollsSensorsWithGovernedReads(t *testing.T) {
 		}
 	})
 }
+
+func TestDriverTimeoutIsAnUnknownEffectSettledByReadBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, func(s *setup) { s.opts.Mode = governance.ModeInterlocked })
+		// The valve opens but never answers: the read-back settles it.
+		w.g.SetFault("valve-1", sim.Fault{AckDelay: time.Hour})
+		obs := w.do("mqtt:alice", "c1", "valve-1", "open", on)
+		want(t, obs, runtime.Acted, "")
+		if obs.Receipt.Confirmation != runtime.Confirmed || !strings.Contains(obs.Receipt.Detail, "did not answer") {
+			t.Fatalf("receipt = %+v", obs.Receipt)
+		}
+		if a, _, _ := w.j.Attempt(w.ctx, "mqtt:alice/c1"); a.State != runtime.AttemptReconciled {
+			t.Fatalf("attempt = %s, want reconciled", a.State)
+		}
+		if len(w.e.Locks()) != 0 {
+			t.Fatalf("locks = %+v", w.e.Locks())
+		}
+
+		// The pump hangs before acting: it stays locked, nothing retried.
+		w.g.SetFault("valve-1", sim.Fault{})
+		w.g.SetFault("pump-1", sim.Fault{WriteDelay: time.Hour})
+		w.g.Adjust(func(s *sim.State) { s.Level = 80 })
+		obs = w.do("mqtt:alice", "c2", "pump-1", "on", on)
+		want(t, obs, runtime.Failed, "pump-1.on is locked until an admin resolves attempt")
+		locks := w.e.Locks()
+		if len(locks) != 1 || locks[0].Key != "mqtt:alice/c2" || locks[0].State != runtime.AttemptUnknown {
+			t.Fatalf("locks = %+v", locks)
+		}
+		w.g.SetFault("pump-1", sim.Fault{})
+		again := w.do("mqtt:alice", "c3", "pump-1", "on", on)
+		want(t, again, runtime.Refused, "pump-1.on is locked: attempt "+locks[0].ID)
+		if n := w.g.Count("write", "pump-1", "on"); n != 1 {
+			t.Fatalf("the pump was written %d times, want 1", n)
+		}
+	})
+}

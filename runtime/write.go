@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -184,6 +185,11 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	cancel()
 	target := ref(w.device, w.capability)
 	rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value, Driver: "ok"}
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		// The command may have reached the device: its effect is unknown,
+		// exactly as after a crash in the middle of a write.
+		return e.unknownAct(context.WithoutCancel(ctx), base, a, c, rc, err)
+	}
 	if err != nil {
 		rc.Driver, rc.Confirmation, rc.At = err.Error(), NotChecked, e.now()
 		a.Receipt, a.Why = rc, err.Error()
@@ -217,6 +223,55 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		e.log.Warn("actuation contradicted", "device_id", w.device, "capability", w.capability, "detail", rc.Detail)
 	}
 	base.Kind, base.Receipt = Acted, rc
+	return base
+}
+
+// unknownAct settles a write whose driver did not answer. The attempt
+// becomes unknown and locks the actuator; one read-back follows at once.
+// If it shows the commanded value, the attempt is reconciled, the lock
+// lifts and the act is reported with that confirmation. Otherwise the
+// actuator stays locked until an admin resolves it. Nothing is retried.
+func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c *devices.Capability, rc *Receipt, cause error) Observation {
+	target := ref(a.Device, a.Capability)
+	a.State, a.Updated = AttemptUnknown, e.now()
+	a.Why = "the driver did not answer (" + cause.Error() + "); whether the act took effect is unknown"
+	rc.Driver, rc.At = cause.Error(), e.now()
+	a.Receipt = rc
+	rec := a
+	_, _ = e.commit(ctx, Sync, Event{Kind: KindFailed, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
+		"device": a.Device, "capability": a.Capability, "attempt": a.ID, "state": a.State, "error": a.Why,
+	}, func(en *Entry) { en.Attempt = &rec })
+	e.mu.Lock()
+	e.locked[target] = a // locked even if that record could not be written: fail closed
+	e.mu.Unlock()
+	if c.ReadBack {
+		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
+		if obs.Kind == Completed && obs.Reading != nil && obs.Reading.Value.Equal(a.Value) {
+			got := obs.Reading.Value
+			e.mu.Lock()
+			err := e.settleLocked(ctx, a, "gateway", "the driver did not answer, but the read-back "+got.String()+" equals the commanded value", &got)
+			e.mu.Unlock()
+			if err == nil {
+				e.recordChange(target)
+				rc.Confirmation, rc.Observed, rc.Detail = Confirmed, &got, "the driver did not answer; the read-back shows the act took effect"
+				e.mu.Lock()
+				e.receipts[target] = *rc
+				e.mu.Unlock()
+				base.Kind, base.Receipt = Acted, rc
+				return base
+			}
+		}
+		why := "the read-back failed: " + obs.Why
+		if obs.Reading != nil {
+			why = "the read-back is " + obs.Reading.Value.String() + ", not the commanded " + a.Value.String()
+		}
+		e.stayLocked(ctx, a, why)
+	} else {
+		e.stayLocked(ctx, a, c.Name+" has no read-back to tell")
+	}
+	rc.Confirmation = NotChecked
+	base.Kind, base.Receipt = Failed, rc
+	base.Why = a.Why + "; " + target + " is locked until an admin resolves attempt " + a.ID
 	return base
 }
 
