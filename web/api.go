@@ -381,7 +381,20 @@ func (s *Server) apiAnswer(c echo.Context) error {
 }
 
 func (s *Server) apiRuns(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.eng.Runs())
+	return c.JSON(http.StatusOK, s.runs(c))
+}
+
+// runs returns the runs that pass the query's plan, status and origin.
+func (s *Server) runs(c echo.Context) []runtime.RunRecord {
+	plan, status, origin := c.QueryParam("plan"), c.QueryParam("status"), c.QueryParam("origin")
+	out := []runtime.RunRecord{}
+	for _, r := range s.eng.Runs() {
+		if (plan == "" || r.Plan == plan) && (status == "" || string(r.Status) == status || string(r.End) == status) &&
+			(origin == "" || r.Origin == origin) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (s *Server) apiStartPlan(c echo.Context) error {

@@ -187,6 +187,10 @@ func TestBadRequestsNameTheProblem(t *testing.T) {
 	s.expect("POST", "/api/v1/plans/nope/start", "operator", `{}`, 404, "unknown plan")
 	s.expect("POST", "/api/v1/plans/flush/start", "operator", `{"id":"p-1"}`, 202, `"plan":"flush"`)
 	s.expect("GET", "/api/v1/runs", "viewer", "", 200, `"plan":"flush"`)
+	s.expect("GET", "/api/v1/runs?plan=flush&origin=api", "viewer", "", 200, `"plan":"flush"`)
+	if _, body := s.call("GET", "/api/v1/runs?plan=other", "viewer", ""); body != "[]\n" && body != "[]" {
+		t.Fatalf("runs of another plan = %s", body)
+	}
 	s.expect("POST", "/api/v1/mode", "operator", `{"mode":"turbo"}`, 400, `unknown mode`)
 	s.expect("GET", "/api/v1/rules/none", "viewer", "", 404, "not in force")
 	s.expect("POST", "/api/v1/attempts/act-x/resolve", "admin", `{"note":"x"}`, 404, "not locked")

@@ -274,7 +274,8 @@ func (s *Server) commandForm(c echo.Context) error {
 }
 
 func (s *Server) runsPage(c echo.Context) error {
-	return s.page(c, "runs", "Runs", "started,ended,approval_requested,acted", map[string]any{"Runs": s.eng.Runs(), "Plans": s.eng.Plans()})
+	return s.page(c, "runs", "Runs", "started,ended,approval_requested,acted", map[string]any{"Runs": s.runs(c), "Plans": s.eng.Plans(),
+		"Plan": c.QueryParam("plan"), "Status": c.QueryParam("status"), "Origin": c.QueryParam("origin")})
 }
 
 func (s *Server) startForm(c echo.Context) error {
