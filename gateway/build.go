@@ -735,12 +735,6 @@ func (c *checker) users(ucs []UserConfig) []access.User {
 					c.errf(p.with("mqtt"), "%q (filter %d) is not a valid MQTT topic filter", f, k+1)
 				}
 			}
-			if u.Publish == nil {
-				u.Publish = []string{}
-			}
-			if u.Subscribe == nil {
-				u.Subscribe = []string{}
-			}
 		}
 		out = append(out, u)
 	}

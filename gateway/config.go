@@ -96,8 +96,8 @@ type UserConfig struct {
 	MQTT *UserMQTTConfig `yaml:"mqtt"`
 }
 
-// UserMQTTConfig lists MQTT topic filters; an absent list means the
-// role's defaults.
+// UserMQTTConfig lists MQTT topic filters. An absent list means the
+// role's defaults; an empty one ([]) means none.
 type UserMQTTConfig struct {
 	Publish   []string `yaml:"publish"`
 	Subscribe []string `yaml:"subscribe"`

@@ -153,3 +153,24 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestUserMQTTLists(t *testing.T) {
+	y := minimal + `users:
+  - {name: a, role: operator, password_hash: "$2a$04$uXVqU1Vw0mPjJ7Pt5pC8eO1jvqjL0pZ3ZKZ3S0vBsm1HnQOHmC7Sa", mqtt: {publish: ["shadowgate/t/cmd/pump-1/#"]}}
+  - {name: b, role: viewer, password_hash: "$2a$04$uXVqU1Vw0mPjJ7Pt5pC8eO1jvqjL0pZ3ZKZ3S0vBsm1HnQOHmC7Sa", mqtt: {subscribe: []}}
+`
+	b, err := Load("c.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := b.Users[0]; len(a.Publish) != 1 || a.Subscribe != nil {
+		t.Fatalf("user a: publish %v, subscribe %v (nil means the defaults)", a.Publish, a.Subscribe)
+	}
+	if u := b.Users[1]; u.Subscribe == nil || len(u.Subscribe) != 0 || u.Publish != nil {
+		t.Fatalf("user b: publish %v, subscribe %#v (empty means none)", u.Publish, u.Subscribe)
+	}
+	if _, err := Load("c.yaml", []byte(minimal+"users: [{name: c, role: king, password_hash: x}]\n")); err == nil ||
+		!strings.Contains(err.Error(), `unknown role "king"`) || !strings.Contains(err.Error(), "not a bcrypt hash") {
+		t.Fatalf("a bad user = %v", err)
+	}
+}
