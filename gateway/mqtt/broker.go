@@ -103,6 +103,9 @@ type Broker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// parked are the runs of MQTT commands restored waiting for approval.
+	parked []runtime.RunRecord
+
 	// mu guards addrs and stopping.
 	mu       sync.Mutex
 	addrs    map[string]string
@@ -134,7 +137,7 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 	// A packet may carry a command of MaxPayload with room for its topic
 	// and properties; larger ones are refused by the broker itself.
 	caps.MaximumPacketSize = uint32(opts.MaxPayload + 64<<10)
-	b := &Broker{opts: opts, eng: eng, log: opts.Logger, addrs: map[string]string{},
+	b := &Broker{opts: opts, eng: eng, log: opts.Logger, addrs: map[string]string{}, parked: eng.Parked("mqtt"),
 		limiter: access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
 	b.srv = mochi.New(&mochi.Options{
 		Capabilities: caps, InlineClient: true, SysTopicResendInterval: 30,

@@ -117,9 +117,10 @@ type replyTo struct {
 }
 
 // answerParked sends the second reply of the commands that were waiting
-// for approval when the gateway last stopped, once they end.
+// for approval when the gateway last stopped (as New found them), once
+// they end, even if that was before the broker started.
 func (b *Broker) answerParked() {
-	for _, rec := range b.eng.Parked("mqtt") {
+	for _, rec := range b.parked {
 		var rt replyTo
 		if json.Unmarshal([]byte(rec.ReplyTo), &rt) != nil || rt.Topic == "" {
 			continue

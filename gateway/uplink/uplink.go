@@ -122,6 +122,9 @@ type Uplink struct {
 	connected                       atomic.Bool
 	dropped, sent, handled, ignored atomic.Int64
 
+	// parked are the runs of upstream commands restored waiting for approval.
+	parked []runtime.RunRecord
+
 	// mu guards stopping and the drop reports; wg holds the watchers of
 	// parked commands.
 	mu         sync.Mutex
@@ -142,7 +145,7 @@ func New(eng *runtime.Engine, store Store, opts Options) (*Uplink, error) {
 	case opts.ClientID == "":
 		return nil, errors.New("uplink needs a client id")
 	}
-	u := &Uplink{opts: opts, eng: eng, store: store, log: opts.Logger,
+	u := &Uplink{opts: opts, eng: eng, store: store, log: opts.Logger, parked: eng.Parked("uplink"),
 		wake: make(chan struct{}, 1), commands: make(chan paho.Message, 64)}
 	co := paho.NewClientOptions().AddBroker(opts.URL).SetClientID(opts.ClientID).
 		SetUsername(opts.Username).SetPassword(opts.Password).
@@ -485,9 +488,10 @@ func (u *Uplink) spawn(fn func()) {
 }
 
 // answerParked replies upstream to the commands that were waiting for
-// approval when the gateway last stopped, once they end.
+// approval when the gateway last stopped (as New found them), once they
+// end, even if that was before the uplink started.
 func (u *Uplink) answerParked(ctx context.Context) {
-	for _, rec := range u.eng.Parked("uplink") {
+	for _, rec := range u.parked {
 		if rec.ReplyTo == "" {
 			continue
 		}
