@@ -133,6 +133,9 @@ func (e *Engine) Interlocks(device, capability string) []governance.Condition {
 	return nil
 }
 
+// Facts returns the latest readings as the judge sees them.
+func (e *Engine) Facts() governance.Facts { return &e.facts }
+
 // Reading returns the latest reading of "device.capability".
 func (e *Engine) Reading(sensor string) (devices.Reading, bool) {
 	return e.facts.get(sensor)

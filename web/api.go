@@ -17,13 +17,8 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/gateway/access"
-	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 )
-
-func govValue(v devices.Value) governance.Value {
-	return governance.Value{Type: governance.ValueType(v.Type), Bool: v.Bool, Num: v.Num, Text: v.Text}
-}
 
 func (s *Server) routes() {
 	e := s.e
@@ -264,8 +259,10 @@ type conditionView struct {
 	Sensor    string           `json:"sensor"`
 	Reading   *devices.Reading `json:"reading,omitempty"`
 	Age       string           `json:"age"`
-	Fresh     bool             `json:"fresh"`
 	Holds     bool             `json:"holds"`
+	// Why says why it does not hold: no reading, a bad or stale one, or
+	// a value on the wrong side.
+	Why string `json:"why,omitempty"`
 }
 
 // approvalView is a pending approval as a person needs to see it.
@@ -285,13 +282,9 @@ func (s *Server) approvalView(ctx context.Context, a runtime.Approval) approvalV
 		if rd, ok := s.eng.Reading(cond.Sensor); ok && !rd.At.IsZero() {
 			r := rd
 			cv.Reading, cv.Age = &r, age(now.Sub(rd.At))
-			maxAge := cond.MaxAge
-			if maxAge <= 0 {
-				maxAge = 30 * time.Second
-			}
-			cv.Fresh = rd.Quality == devices.QualityGood && now.Sub(rd.At) <= maxAge
-			cv.Holds = cv.Fresh && cond.Op.Holds(govValue(rd.Value), cond.Value)
 		}
+		// The judge's own test, so the person sees what the act will meet.
+		cv.Holds, cv.Why = cond.Eval(s.eng.Facts(), now)
 		v.Conditions = append(v.Conditions, cv)
 	}
 	if a.Status != runtime.ApprovalPending && a.Key != "" {

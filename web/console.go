@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -198,27 +199,16 @@ func (s *Server) recent(ctx context.Context, kinds []string, device string, n in
 		}
 		for _, ev := range evs {
 			since = ev.Seq
-			if (len(kinds) == 0 || contains(kinds, string(ev.Kind))) && (device == "" || ev.Device == device) {
+			if (len(kinds) == 0 || slices.Contains(kinds, string(ev.Kind))) && (device == "" || ev.Device == device) {
 				out = append(out, ev)
 			}
 		}
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	if len(out) > n {
 		out = out[:n]
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 type approvalsData struct {
@@ -333,7 +323,7 @@ func (s *Server) exportJournal(c echo.Context) error {
 		}
 		for i := range evs {
 			since = evs[i].Seq
-			if (len(kinds) == 0 || contains(kinds, string(evs[i].Kind))) && (device == "" || evs[i].Device == device) {
+			if (len(kinds) == 0 || slices.Contains(kinds, string(evs[i].Kind))) && (device == "" || evs[i].Device == device) {
 				if err := enc.Encode(&evs[i]); err != nil {
 					return nil
 				}
