@@ -84,9 +84,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	jopts.OnCommit = metrics.ObserveCommit
 	var j runtime.Journal
 	db, err := journal.Open(journal.Path(stateDir), jopts)
+	journalOK := err == nil // db is usable; otherwise the gateway runs fail-closed
 	var corrupt *journal.CorruptError
 	switch {
-	case err == nil:
+	case journalOK:
 		j = db
 		log.Info("journal opened", "path", db.Path(), "boot_id", db.BootID())
 	case errors.As(err, &corrupt):
@@ -160,7 +161,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	var link *uplink.Uplink
-	db, journalOK := j.(*journal.DB)
 	if cfg.Uplink != nil && !journalOK {
 		log.Error("the uplink is off: its outbox lives in the journal, which cannot be used")
 	}
@@ -180,7 +180,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		if opts.WebListener != nil {
 			wo.Listener = opts.WebListener
 		}
-		if db, ok := j.(*journal.DB); ok {
+		if journalOK {
 			wo.Sessions = db.Sessions()
 			wo.Verify = db.Verify
 		} else {
