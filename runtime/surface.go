@@ -171,3 +171,24 @@ func (e *Engine) Parked(origin string) []RunRecord {
 	sortRuns(out)
 	return out
 }
+
+// KindCheckpoint records a signed checkpoint of the journal: a C2SP signed
+// note over the chain's head, made with a key kept outside the journal's
+// file. Surfaces publish the newest one (MQTT retained on checkpoints, the
+// uplink), so a copy held elsewhere can later prove the journal was not
+// re-chained.
+const KindCheckpoint Kind = "checkpoint"
+
+// CheckpointBody is the body of a KindCheckpoint event.
+type CheckpointBody struct {
+	// Note is the signed note, as text: origin, tree size (the sequence of
+	// the newest event covered), the base64 head hash, a blank line, and
+	// the signature lines.
+	Note string `json:"note"`
+	// Size and Hash repeat what the note signs: the sequence of the newest
+	// event covered and its hash, in hex.
+	Size uint64 `json:"size"`
+	Hash string `json:"hash"`
+	// Key names the signing key (the note's key name and hash).
+	Key string `json:"key"`
+}
