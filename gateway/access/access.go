@@ -1,18 +1,9 @@
-// Package access holds who may use the gateway's surfaces: users with a
-// role and a bcrypt password hash, checked in constant time whether or not
-// the user exists, and a limiter that slows down guessing per client
-// address. The MQTT broker and the HTTP console share it.
 package access
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"sort"
-	"strings"
-	"sync"
-	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -132,95 +123,4 @@ func HashPassword(password []byte) ([]byte, error) {
 		return nil, errors.New("a password needs at least 8 characters")
 	}
 	return bcrypt.GenerateFromPassword(password, bcrypt.DefaultCost)
-}
-
-// Limiter slows down password guessing: after MaxFailures failures from
-// one address within Window, that address is refused without a check
-// until Window has passed since its last failure. It also rate-limits the
-// log lines about failures. The zero value is not usable; use NewLimiter.
-type Limiter struct {
-	MaxFailures int
-	Window      time.Duration
-	log         *slog.Logger
-	now         func() time.Time
-
-	// mu guards by.
-	mu sync.Mutex
-	by map[string]*failures
-}
-
-type failures struct {
-	count    int
-	first    time.Time
-	last     time.Time
-	logged   time.Time
-	unlogged int
-}
-
-// NewLimiter returns a limiter allowing 5 failures a minute per address,
-// logging to log as surface ("mqtt", "console").
-func NewLimiter(log *slog.Logger, now func() time.Time) *Limiter {
-	if now == nil {
-		now = time.Now
-	}
-	return &Limiter{MaxFailures: 5, Window: time.Minute, log: log, now: now, by: map[string]*failures{}}
-}
-
-// host strips the port of a remote address.
-func host(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
-	}
-	return addr
-}
-
-// Blocked reports whether addr must wait before trying again.
-func (l *Limiter) Blocked(addr string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	f, ok := l.by[host(addr)]
-	return ok && f.count >= l.MaxFailures && l.now().Sub(f.last) < l.Window
-}
-
-// Failed records a failed login of user from addr on surface and logs it,
-// at most once per 30s per address. The password is never logged.
-func (l *Limiter) Failed(surface, addr, user, why string) {
-	now := l.now()
-	h := host(addr)
-	l.mu.Lock()
-	f, ok := l.by[h]
-	if !ok || now.Sub(f.last) >= l.Window {
-		f = &failures{first: now}
-		l.by[h] = f
-	}
-	f.count++
-	f.last = now
-	f.unlogged++
-	logIt := now.Sub(f.logged) >= 30*time.Second
-	n := f.unlogged
-	if logIt {
-		f.logged, f.unlogged = now, 0
-	}
-	if len(l.by) > 10000 {
-		l.pruneLocked(now)
-	}
-	l.mu.Unlock()
-	if logIt {
-		l.log.Warn("login failed", "surface", surface, "remote", addr, "user", strings.ToValidUTF8(user, "?"), "why", why, "failures", n)
-	}
-}
-
-// Succeeded forgets the failures of addr.
-func (l *Limiter) Succeeded(addr string) {
-	l.mu.Lock()
-	delete(l.by, host(addr))
-	l.mu.Unlock()
-}
-
-func (l *Limiter) pruneLocked(now time.Time) {
-	for h, f := range l.by {
-		if now.Sub(f.last) >= l.Window {
-			delete(l.by, h)
-		}
-	}
 }

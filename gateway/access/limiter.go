@@ -1,0 +1,335 @@
+package access
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Limiter slows down password and token guessing: after MaxFailures
+// failures from one address within Window, that address is refused without
+// a check until Window has passed since its last attempt.
+//
+// It also sums failures up instead of reporting each one: for every
+// address it reports at most one [Summary] per Window (to Summarize, and to
+// the log), with the count of failures and of attempts refused while the
+// address was locked out, so that a flood of wrong passwords costs the
+// journal one record per address per minute, not one per guess. At most
+// MaxAddresses addresses a window are reported one by one; the rest are
+// summed into one Summary whose Remote is "*".
+//
+// An IPv6 address counts as its /64, which one client usually holds whole.
+//
+// A Limiter is safe for concurrent use. The exported fields must be set
+// before its first use. The zero value is not usable; use NewLimiter.
+type Limiter struct {
+	// MaxFailures is how many failures lock an address out. Default 5.
+	MaxFailures int
+	// Window is how long failures are counted and an address stays locked
+	// out after its last attempt; also the span of one summary. Default 1m.
+	Window time.Duration
+	// MaxAddresses bounds the summaries of one window that name their
+	// address; the others are summed as one. Default 100.
+	MaxAddresses int
+	// Summarize, if set, receives every summary, from the goroutine that
+	// called Failed, Succeeded, Blocked or Flush, without a lock held; it
+	// must be safe for concurrent use and should not block for long.
+	Summarize func(Summary)
+
+	log *slog.Logger
+	now func() time.Time
+
+	// mu guards every field below it.
+	mu        sync.Mutex
+	by        map[string]*failures
+	nextSweep time.Time
+	// reported counts the summaries naming their address since
+	// reportedSince; overflow sums the rest of that window.
+	reported      int
+	reportedSince time.Time
+	overflow      *Summary
+}
+
+// Summary is what a Limiter saw of one address's failed logins in one
+// window. It never holds a password or a token.
+type Summary struct {
+	// Remote is the address (an IPv6 one as its /64), or "*" for the
+	// addresses summed beyond MaxAddresses.
+	Remote string
+	// Addresses is how many addresses the summary covers: 1, or more
+	// when Remote is "*".
+	Addresses int
+	// Surfaces are the surfaces the attempts came through ("api",
+	// "console", "mqtt"), sorted.
+	Surfaces []string
+	// Failures counts the attempts checked and found wrong.
+	Failures int
+	// Refused counts the attempts refused unchecked while locked out.
+	Refused int
+	// Users are the distinct user names tried, at most 5, in the order
+	// first tried; OtherUsers counts the attempts that named someone else.
+	Users      []string
+	OtherUsers int
+	// Why is the reason of the last failure.
+	Why string
+	// First and Last are the times of the first and the last attempt.
+	First, Last time.Time
+	// LockedOut is true when the address was locked out in the window.
+	LockedOut bool
+}
+
+// maxUsers bounds the names a summary keeps.
+const maxUsers = 5
+
+// maxTracked bounds the addresses a limiter remembers. Beyond it a new
+// address is only summed, not locked out one by one.
+const maxTracked = 50000
+
+type failures struct {
+	// count and last drive the lockout: count failures less than
+	// Window apart, last the newest attempt.
+	count int
+	last  time.Time
+	// sum is the summary of the current window, nil when nothing is
+	// waiting to be reported.
+	sum *Summary
+}
+
+// NewLimiter returns a limiter allowing 5 failures a minute per address,
+// logging to log (nil means discard); now is its clock (nil means
+// time.Now).
+func NewLimiter(log *slog.Logger, now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Limiter{MaxFailures: 5, Window: time.Minute, MaxAddresses: 100, log: log, now: now, by: map[string]*failures{}}
+}
+
+// key is the address a client is counted under: its host without the
+// port, an IPv6 host as its /64.
+func key(addr string) string {
+	h := addr
+	if hh, _, err := net.SplitHostPort(addr); err == nil {
+		h = hh
+	}
+	ip, err := netip.ParseAddr(h)
+	if err != nil {
+		return strings.ToValidUTF8(h, "?")
+	}
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return ip.String()
+	}
+	return p.String()
+}
+
+// blockedLocked reports whether f's address is locked out at now. l.mu
+// must be held.
+func (l *Limiter) blockedLocked(f *failures, now time.Time) bool {
+	return f != nil && f.count >= l.MaxFailures && now.Sub(f.last) < l.Window
+}
+
+// Blocked reports whether addr must wait before trying again.
+func (l *Limiter) Blocked(addr string) bool {
+	now := l.now()
+	l.mu.Lock()
+	blocked := l.blockedLocked(l.by[key(addr)], now)
+	out := l.sweepLocked(now, false)
+	l.mu.Unlock()
+	l.report(out)
+	return blocked
+}
+
+// Failed records a failed login of user from addr on surface ("console",
+// "api", "mqtt") and why. An attempt made while addr is locked out counts
+// as refused, and keeps it locked out. Nothing is reported at once beyond
+// one log line for the first failure of a window: the summary follows when
+// the window ends. The password is never seen here.
+func (l *Limiter) Failed(surface, addr, user, why string) {
+	now := l.now()
+	k := key(addr)
+	l.mu.Lock()
+	out := l.sweepLocked(now, false)
+	f := l.by[k]
+	if f != nil && f.sum != nil && now.Sub(f.sum.First) >= l.Window {
+		out = l.closeLocked(out, f, now)
+	}
+	if f == nil && len(l.by) >= maxTracked {
+		// Too many addresses to tell apart: sum this one with the rest.
+		s := &Summary{Remote: k, First: now}
+		note(s, surface, user, why, now, false)
+		out = l.emitLocked(out, s, now)
+		l.mu.Unlock()
+		l.report(out)
+		return
+	}
+	if f == nil {
+		f = &failures{}
+		l.by[k] = f
+	}
+	refused := l.blockedLocked(f, now)
+	if !refused && now.Sub(f.last) >= l.Window {
+		f.count = 0 // the last failure is a window old: start counting again
+	}
+	if !refused {
+		f.count++
+	}
+	f.last = now
+	first := f.sum == nil
+	if first {
+		f.sum = &Summary{Remote: k, First: now}
+	}
+	note(f.sum, surface, user, why, now, refused)
+	f.sum.LockedOut = f.sum.LockedOut || refused || f.count >= l.MaxFailures
+	l.mu.Unlock()
+	if first {
+		l.log.Warn("login failed", "surface", surface, "remote", k, "user", strings.ToValidUTF8(user, "?"), "why", why,
+			"locked_out", refused)
+	}
+	l.report(out)
+}
+
+// note adds one attempt to s.
+func note(s *Summary, surface, user, why string, now time.Time, refused bool) {
+	if refused {
+		s.Refused++
+	} else {
+		s.Failures++
+		s.Why = why
+	}
+	s.Last = now
+	if !slices.Contains(s.Surfaces, surface) {
+		s.Surfaces = append(s.Surfaces, surface)
+		slices.Sort(s.Surfaces)
+	}
+	user = strings.ToValidUTF8(user, "?")
+	if len(user) > 64 {
+		user = user[:64]
+	}
+	switch {
+	case user == "" || slices.Contains(s.Users, user):
+	case len(s.Users) < maxUsers:
+		s.Users = append(s.Users, user)
+	default:
+		s.OtherUsers++
+	}
+}
+
+// Succeeded forgets the failures of addr, reporting its summary first.
+func (l *Limiter) Succeeded(addr string) {
+	now := l.now()
+	k := key(addr)
+	l.mu.Lock()
+	var out []Summary
+	if f := l.by[k]; f != nil {
+		out = l.closeLocked(out, f, now)
+		delete(l.by, k)
+	}
+	l.mu.Unlock()
+	l.report(out)
+}
+
+// Flush reports the summaries whose window has ended. A limiter also
+// flushes when it is used; an owner with a ticker calls Flush so that the
+// last summary of a quiet address is not late.
+func (l *Limiter) Flush() {
+	now := l.now()
+	l.mu.Lock()
+	out := l.sweepLocked(now, true)
+	l.mu.Unlock()
+	l.report(out)
+}
+
+// sweepLocked closes the windows that have ended and forgets addresses
+// that are neither locked out nor waiting to be reported, at most every
+// Window/6 unless forced. l.mu must be held.
+func (l *Limiter) sweepLocked(now time.Time, force bool) []Summary {
+	if !force && now.Before(l.nextSweep) {
+		return nil
+	}
+	l.nextSweep = now.Add(l.Window / 6)
+	var out []Summary
+	for k, f := range l.by {
+		if f.sum != nil && now.Sub(f.sum.First) >= l.Window {
+			out = l.closeLocked(out, f, now)
+		}
+		if f.sum == nil && now.Sub(f.last) >= l.Window {
+			delete(l.by, k)
+		}
+	}
+	if l.overflow != nil && now.Sub(l.reportedSince) >= l.Window {
+		out = append(out, *l.overflow)
+		l.overflow = nil
+	}
+	return out
+}
+
+// closeLocked ends f's summary window. l.mu must be held.
+func (l *Limiter) closeLocked(out []Summary, f *failures, now time.Time) []Summary {
+	if f.sum == nil {
+		return out
+	}
+	s := f.sum
+	f.sum = nil
+	return l.emitLocked(out, s, now)
+}
+
+// emitLocked reports s by its address while fewer than MaxAddresses have
+// been this window, and sums it into the "*" summary otherwise. l.mu must
+// be held.
+func (l *Limiter) emitLocked(out []Summary, s *Summary, now time.Time) []Summary {
+	if now.Sub(l.reportedSince) >= l.Window {
+		if l.overflow != nil {
+			out = append(out, *l.overflow)
+			l.overflow = nil
+		}
+		l.reported, l.reportedSince = 0, now
+	}
+	s.Addresses = 1
+	if l.reported < l.MaxAddresses {
+		l.reported++
+		return append(out, *s)
+	}
+	o := l.overflow
+	if o == nil {
+		o = &Summary{Remote: "*", First: s.First}
+		l.overflow = o
+	}
+	o.Addresses++
+	o.Failures += s.Failures
+	o.Refused += s.Refused
+	if s.Last.After(o.Last) {
+		o.Last = s.Last
+	}
+	o.Why = s.Why
+	o.LockedOut = o.LockedOut || s.LockedOut
+	for _, sf := range s.Surfaces {
+		if !slices.Contains(o.Surfaces, sf) {
+			o.Surfaces = append(o.Surfaces, sf)
+			slices.Sort(o.Surfaces)
+		}
+	}
+	return out
+}
+
+// report hands summaries on, without l.mu held.
+func (l *Limiter) report(out []Summary) {
+	for _, s := range out {
+		l.log.Warn("login failures summarised", "surface", strings.Join(s.Surfaces, ","), "remote", s.Remote,
+			"addresses", s.Addresses, "failures", s.Failures, "refused", s.Refused, "locked_out", s.LockedOut)
+		if l.Summarize != nil {
+			l.Summarize(s)
+		}
+	}
+}
