@@ -95,7 +95,7 @@ func Judge(req *Request, pol *Policy) (v Verdict) {
 	}
 	for i := range pol.Rules {
 		r := &pol.Rules[i]
-		if r.Decision == DecideAllow && r.Matches(req.Principal, req.Device, req.Capability, req.Value, req.Now) {
+		if r.Decision == DecideAllow && r.Binds(mode) && r.Matches(req.Principal, req.Device, req.Capability, req.Value, req.Now) {
 			return Verdict{Outcome: Allow, Stage: StageAllowRule, Mode: mode.Name, Rule: r.ID}
 		}
 	}

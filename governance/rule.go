@@ -89,6 +89,17 @@ type Rule struct {
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	MadeBy    string    `json:"made_by,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
+	// Approvals is how many different people made the rule. A rule stands
+	// for acts that would each have needed that many approvals, so an allow
+	// rule decides only in a mode that requires no more than Approvals.
+	// Zero means the configuration made it; it decides in every mode.
+	Approvals int `json:"approvals,omitempty"`
+}
+
+// Binds reports whether the rule may decide in mode m: a deny rule always
+// may; an allow rule made by fewer people than m requires may not.
+func (r *Rule) Binds(m Mode) bool {
+	return r.Decision == DecideDeny || r.Approvals == 0 || r.Approvals >= m.ApprovalsRequired
 }
 
 // Validate names what is wrong with r, if anything.
@@ -104,6 +115,8 @@ func (r Rule) Validate() error {
 		return errors.New("rule " + r.ID + " has decision \"" + string(r.Decision) + "\" (want allow or deny)")
 	case r.Values.HasMin && r.Values.HasMax && r.Values.Min > r.Values.Max:
 		return errors.New("rule " + r.ID + " has min above max")
+	case r.Approvals < 0:
+		return errors.New("rule " + r.ID + " has a negative count of approvals")
 	}
 	return nil
 }

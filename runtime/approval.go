@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,10 +42,15 @@ func (e *ClosedError) Error() string { return "approval " + e.ID + " is " + stri
 // Is makes errors.Is(err, ErrApprovalClosed) true.
 func (e *ClosedError) Is(target error) bool { return target == ErrApprovalClosed }
 
-// Answer answers a pending approval. Approving enough times (one person,
-// or two different people, neither the requester, under approvals_required
-// 2) issues a single-use authorization bound to the exact act and valid for
-// OperateWithin; the parked step then re-checks the world and acts.
+// Answer answers a pending approval. Four-eyes counts people, not
+// principals: Options.Person names the person behind By, so one person is
+// one approver whatever surface they answer through. No person approves
+// twice; under approvals_required 2 the requester never approves. Approving
+// enough times issues a single-use authorization bound to the exact act and
+// valid for OperateWithin; the parked step then re-checks the world and
+// acts. A rule asked for with ApproveAndRule is made only once the approval
+// is approved and as many people as it required asked for the rule; it gets
+// the narrowest terms they asked for.
 func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, error) {
 	if a.By == "" {
 		return Approval{}, fmt.Errorf("an answer must name who gives it: %w", ErrNotPermitted)
@@ -67,29 +73,17 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 	if p.rec.Status != ApprovalPending {
 		return p.rec, &ClosedError{ID: id, Status: p.rec.Status}
 	}
-	if p.rec.AdminOnly && !a.Admin && a.Decision != Deny {
-		return p.rec, fmt.Errorf("approval %s changes to a wider mode and needs an admin: %w", id, ErrNotPermitted)
-	}
 	if a.Decision != Deny {
-		if p.rec.Required >= 2 && a.By == p.rec.Principal {
-			return p.rec, fmt.Errorf("approval %s needs two people other than the requester %s: %w", id, a.By, ErrNotPermitted)
+		if err := e.mayApproveLocked(&p.rec, a); err != nil {
+			return p.rec, err
 		}
-		for _, prev := range p.rec.Answers {
-			if prev.By == a.By {
-				return p.rec, fmt.Errorf("%s already approved %s; a second person must: %w", a.By, id, ErrNotPermitted)
-			}
-		}
+	}
+	if a.Decision == ApproveAndRule && p.rec.Kind != "actuation" {
+		return p.rec, fmt.Errorf("approval %s: a rule can only be added for an actuation, not a %s", id, p.rec.Kind)
 	}
 	ans := AnswerRecord{By: a.By, Decision: a.Decision, Reason: a.Reason, At: now}
-	var rule *RuleRecord
-	if a.Decision == ApproveAndRule {
-		if p.rec.Kind != "actuation" {
-			return p.rec, errors.New("a rule can only be added for an actuation")
-		}
-		rr := e.ruleFor(&p.rec, a, now)
-		rule, ans.Rule = &rr, rr.Rule.ID
-	}
-	p.rec.Answers = append(p.rec.Answers, ans)
+	saved := p.rec
+	p.rec.Answers = append(slices.Clip(p.rec.Answers), ans)
 	status := ApprovalPending
 	switch {
 	case a.Decision == Deny:
@@ -99,14 +93,34 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 		p.rec.Authorization = &Authorization{ID: newID("auth"),
 			Digest: digest(p.rec.Device, p.rec.Capability, p.rec.Value, p.rec.Principal, p.rec.Key), ValidUntil: now.Add(e.opts.OperateWithin)}
 	}
+	var rule *RuleRecord
+	ruleWhy := ""
+	if a.Decision == ApproveAndRule {
+		if p.terms == nil {
+			p.terms = map[string]ruleTerms{}
+		}
+		p.terms[a.By] = termsOf(a)
+		switch {
+		case status != ApprovalApproved:
+			ruleWhy = "the rule waits for " + strconv.Itoa(max(1, p.rec.Required)) + " people to approve"
+		default:
+			rule, ruleWhy = e.agreedRule(p, now)
+		}
+		if rule != nil {
+			p.rec.Answers[len(p.rec.Answers)-1].Rule = rule.Rule.ID
+		}
+	}
 	p.rec.Status = status
 	rec := p.rec
-	body := map[string]any{"approval": id, "decision": a.Decision, "by": a.By, "reason": a.Reason, "status": status,
-		"device": rec.Device, "capability": rec.Capability, "rule": ans.Rule}
+	body := map[string]any{"approval": id, "decision": a.Decision, "by": a.By, "person": e.person(a.By), "reason": a.Reason,
+		"status": status, "device": rec.Device, "capability": rec.Capability, "rule": rec.Answers[len(rec.Answers)-1].Rule}
+	if ruleWhy != "" {
+		body["rule_why"] = ruleWhy
+	}
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalAnswered, Run: rec.Run, Step: rec.Step, Device: rec.Device}, body,
 		func(en *Entry) { en.Approval = &rec }); err != nil {
-		p.rec.Answers = p.rec.Answers[:len(p.rec.Answers)-1]
-		p.rec.Status, p.rec.Authorization = ApprovalPending, nil
+		p.rec = saved
+		delete(p.terms, a.By)
 		return p.rec, err
 	}
 	if rule != nil {
@@ -124,18 +138,83 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 	return rec, nil
 }
 
-func (e *Engine) ruleFor(ap *Approval, a Answer, now time.Time) RuleRecord {
+// mayApproveLocked says why a may not approve ap, or returns nil. It also
+// raises ap.Required to what the mode in force requires now: an act asked
+// for under one approval and answered after a switch to a two-approval mode
+// needs two. e.mu must be held.
+func (e *Engine) mayApproveLocked(ap *Approval, a Answer) error {
+	if ap.AdminOnly && !a.Admin {
+		return fmt.Errorf("approval %s changes to a wider mode and needs an admin: %w", ap.ID, ErrNotPermitted)
+	}
+	if ap.Kind == "actuation" {
+		if m, ok := e.modes[e.mode.Name]; ok && m.ApprovalsRequired > ap.Required {
+			ap.Required = m.ApprovalsRequired
+		}
+	}
+	who := e.person(a.By)
+	if ap.Required >= 2 && who == e.person(ap.Principal) {
+		return fmt.Errorf("approval %s needs two people other than the requester %s, and %s is the same person (%s): %w",
+			ap.ID, ap.Principal, a.By, who, ErrNotPermitted)
+	}
+	for _, prev := range ap.Answers {
+		if e.person(prev.By) == who {
+			return fmt.Errorf("%s (%s) already approved %s as %s; a second person must: %w", a.By, who, ap.ID, prev.By, ErrNotPermitted)
+		}
+	}
+	return nil
+}
+
+// ruleTerms is the rule one person asked for with ApproveAndRule.
+type ruleTerms struct {
+	For      time.Duration
+	AnyValue bool
+}
+
+// narrowestTerms are the terms of an answer whose own terms were lost (the
+// gateway restarted while the approval waited for a second person).
+var narrowestTerms = ruleTerms{For: time.Hour}
+
+func termsOf(a Answer) ruleTerms {
 	d := a.RuleFor
 	if d <= 0 {
 		d = time.Hour
 	}
-	d = min(d, e.opts.MaxRuleTTL)
+	return ruleTerms{For: d, AnyValue: a.RuleAnyValue}
+}
+
+// agreedRule returns the rule the people who approved ap agreed on, or nil
+// and why there is none: a rule stands for future acts like this one, so as
+// many people as the act required must have asked for it. Its terms are the
+// narrowest any of them asked for. e.mu must be held.
+func (e *Engine) agreedRule(p *pending, now time.Time) (*RuleRecord, string) {
+	ap := &p.rec
+	var by, reasons []string
+	t := ruleTerms{For: e.opts.MaxRuleTTL, AnyValue: true}
+	for _, ans := range ap.Answers {
+		if ans.Decision != ApproveAndRule {
+			continue
+		}
+		at, ok := p.terms[ans.By]
+		if !ok {
+			at = narrowestTerms
+		}
+		t.For, t.AnyValue = min(t.For, at.For), t.AnyValue && at.AnyValue
+		by = append(by, ans.By)
+		if ans.Reason != "" {
+			reasons = append(reasons, ans.Reason)
+		}
+	}
+	need := max(1, ap.Required)
+	if len(by) < need {
+		return nil, "no rule: " + strconv.Itoa(len(by)) + " of the " + strconv.Itoa(need) + " people who approved asked for one"
+	}
 	r := governance.Rule{ID: newID("rule"), Principal: ap.Principal, Device: ap.Device, Capability: ap.Capability,
-		Decision: governance.DecideAllow, ExpiresAt: now.Add(d), MadeBy: a.By, Reason: a.Reason}
-	if !a.RuleAnyValue {
+		Decision: governance.DecideAllow, ExpiresAt: now.Add(min(t.For, e.opts.MaxRuleTTL)), MadeBy: strings.Join(by, ", "),
+		Reason: strings.Join(reasons, "; "), Approvals: len(by)}
+	if !t.AnyValue {
 		r.Values.Set = []governance.Value{govValue(ap.Value)}
 	}
-	return RuleRecord{Rule: r, MadeAt: now}
+	return &RuleRecord{Rule: r, MadeAt: now}, ""
 }
 
 // closeLocked ends a pending approval without approval. e.mu must be held.
@@ -253,7 +332,7 @@ func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeReco
 	now := e.now()
 	ap := Approval{ID: newID("apr"), Kind: "mode_change", Mode: name, Principal: by, Origin: "mode", Reason: reason,
 		Why: "mode " + name + " is wider than " + cur.Name + ": " + target.SwitchWidens(cur), Stage: "mode",
-		Required: 1, AdminOnly: true, RequestedAt: now, Expires: now.Add(e.opts.ApprovalTimeout), Status: ApprovalPending}
+		Required: max(1, cur.ApprovalsRequired, target.ApprovalsRequired), AdminOnly: true, RequestedAt: now, Expires: now.Add(e.opts.ApprovalTimeout), Status: ApprovalPending}
 	rec := ap
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested}, &rec, func(en *Entry) { en.Approval = &rec }); err != nil {
 		return e.mode, nil, err
@@ -350,6 +429,10 @@ func (e *Engine) rebuildPolicyLocked() {
 		if !r.Rule.Active(now) {
 			delete(e.rules, id)
 			continue
+		}
+		if !r.MadeAt.IsZero() && r.Rule.Approvals == 0 {
+			// Made by an approval before rules counted people: one person.
+			r.Rule.Approvals = 1
 		}
 		rules = append(rules, r.Rule)
 	}

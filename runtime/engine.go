@@ -54,6 +54,13 @@ type Options struct {
 	// OnStep, if set, is told the outcome and duration of every read and
 	// write step, for metrics. It must not block.
 	OnStep func(ObservationKind, time.Duration)
+	// Person names the person behind a principal, so that four-eyes counts
+	// people, not the surfaces they come through: "mqtt:ann" and
+	// "console:ann" are one person. It must be pure and fast; it is called
+	// with the engine's lock held. Nil means the part after the first
+	// colon ("console:ann" is "ann"); an empty answer means the principal
+	// is a person of its own.
+	Person func(principal string) string
 }
 
 // Errors of the engine.
@@ -121,6 +128,10 @@ type Engine struct {
 type pending struct {
 	rec     Approval
 	decided chan struct{} // closed once rec.Status is no longer pending
+	// terms holds, by the By of each approve_and_rule answer, the rule its
+	// person asked for. It is not journaled: after a restart an answer
+	// without terms counts as asking for the narrowest rule.
+	terms map[string]ruleTerms
 }
 
 // New builds an engine from opts, restoring approvals, rules, runs and the
@@ -199,6 +210,9 @@ func setDefaults(o *Options) {
 	if o.Mode == "" {
 		o.Mode = governance.ModeSupervised
 	}
+	if o.Person == nil {
+		o.Person = PersonAfterColon
+	}
 	if o.OperateWithin <= 0 {
 		o.OperateWithin = 15 * time.Second
 	}
@@ -214,6 +228,25 @@ func setDefaults(o *Options) {
 	if o.CommandLease == (Lease{}) {
 		o.CommandLease = Lease{MaxSteps: 1, MaxActuations: 1, MaxWall: 15 * time.Minute}
 	}
+}
+
+// PersonAfterColon is the default Options.Person: the part of a principal
+// after its first colon ("console:ann" is "ann"), or the whole principal
+// when it has no colon or nothing follows it.
+func PersonAfterColon(principal string) string {
+	if _, who, ok := strings.Cut(principal, ":"); ok && who != "" {
+		return who
+	}
+	return principal
+}
+
+// person names the person behind a principal; never empty for a non-empty
+// principal.
+func (e *Engine) person(principal string) string {
+	if who := e.opts.Person(principal); who != "" {
+		return who
+	}
+	return principal
 }
 
 // Run polls sensors and starts scheduled plans until ctx is done, then stops
