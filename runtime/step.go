@@ -67,7 +67,7 @@ func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, 
 		return e.failed(ctx, base, "cancelled before reading")
 	}
 	e.refresh(ctx)
-	ent, c, obs, ok := e.resolve(ctx, base)
+	ent, c, obs, ok := e.lookupTarget(ctx, base)
 	if !ok {
 		return obs
 	}
@@ -142,8 +142,8 @@ func (e *Engine) refresh(ctx context.Context) {
 	}
 }
 
-// resolve finds the device and capability of a step, or a Failed observation.
-func (e *Engine) resolve(ctx context.Context, base Observation) (devices.Entry, *devices.Capability, Observation, bool) {
+// lookupTarget finds the device and capability of a step, or a Failed observation.
+func (e *Engine) lookupTarget(ctx context.Context, base Observation) (devices.Entry, *devices.Capability, Observation, bool) {
 	ent, ok := e.reg.Lookup(base.Device)
 	if !ok {
 		return ent, nil, e.failed(ctx, base, "device "+base.Device+" is not online"), false
