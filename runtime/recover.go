@@ -204,24 +204,95 @@ func (e *Engine) stayLocked(ctx context.Context, a Attempt, why string) {
 	e.log.Warn("actuator stays locked", "device_id", a.Device, "capability", a.Capability, "attempt", a.ID, "why", why)
 }
 
-// settleLocked moves a locked attempt to reconciled and lifts the lock.
-// e.mu must be held.
+// Found is what a person found on site when resolving an attempt whose
+// effect was unknown.
+type Found string
+
+// What a person may find.
+const (
+	// FoundActed: the act took effect; the commanded value is taken as the
+	// actuator's state.
+	FoundActed Found = "acted"
+	// FoundNotActed: the act did not happen; the actuator's state stays
+	// what it was before.
+	FoundNotActed Found = "not_acted"
+)
+
+// ErrFoundRequired is returned when a resolution does not say whether the
+// act took effect.
+var ErrFoundRequired = errors.New(`a resolution must say what was found: "acted" or "not_acted"`)
+
+// settleLocked moves a locked attempt to reconciled after a read-back
+// that shows observed, the commanded value, and lifts the lock. e.mu must
+// be held.
 func (e *Engine) settleLocked(ctx context.Context, a Attempt, by, why string, observed *devices.Value) error {
+	return e.settleFoundLocked(ctx, a, by, why, FoundActed, observed, nil)
+}
+
+// settleFoundLocked moves a locked attempt to reconciled and lifts the
+// lock, recording what was found. When state is set, the actuator's state
+// becomes that receipt. e.mu must be held.
+func (e *Engine) settleFoundLocked(ctx context.Context, a Attempt, by, why string, found Found, observed *devices.Value, state *Receipt) error {
 	a.State, a.Why, a.Updated = AttemptReconciled, why, e.now()
 	rec := a
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindReconciled, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
 		"attempt": a.ID, "key": a.Key, "device": a.Device, "capability": a.Capability, "value": a.Value,
-		"observed": observed, "by": by, "why": why,
-	}, func(en *Entry) { en.Attempt = &rec }); err != nil {
+		"found": found, "observed": observed, "by": by, "why": why,
+	}, func(en *Entry) {
+		en.Attempt = &rec
+		if state != nil {
+			en.State = &StateRecord{Device: a.Device, Capability: a.Capability, Receipt: state}
+		}
+	}); err != nil {
 		return err
 	}
-	delete(e.locked, ref(a.Device, a.Capability))
+	target := ref(a.Device, a.Capability)
+	delete(e.locked, target)
+	if state != nil {
+		e.receipts[target] = *state
+	}
 	return nil
 }
 
-// ResolveAttempt settles an attempt whose effect is unknown, on an admin's
-// word, and lifts the lock on its actuator. The note says what the admin
-// found; it goes in the journal with their name. Nothing is retried.
+// Resolution is an admin's word on an attempt whose effect is unknown.
+type Resolution struct {
+	// Attempt is the attempt's id.
+	Attempt string
+	// By names the person: "console:bob".
+	By    string
+	Admin bool
+	// Found says whether the act took effect; it is required.
+	Found Found
+	// Note says how the person knows; it is required.
+	Note string
+}
+
+// Resolve settles an attempt whose effect is unknown, on an admin's word,
+// and lifts the lock on its actuator. The journal's reconciled event and
+// the attempt record say what the admin found and how they know, with
+// their name: under FoundActed the commanded value becomes the actuator's
+// state (a receipt confirmed by that person), under FoundNotActed the
+// state stays what it was. Nothing is retried. It returns ErrNotPermitted
+// for a non-admin, ErrFoundRequired when Found is neither, and
+// ErrAttemptNotLocked when the attempt holds no lock.
+func (e *Engine) Resolve(ctx context.Context, r Resolution) (Attempt, error) {
+	if !r.Admin {
+		return Attempt{}, fmt.Errorf("resolving attempt %s needs an admin: %w", r.Attempt, ErrNotPermitted)
+	}
+	if r.Found != FoundActed && r.Found != FoundNotActed {
+		return Attempt{}, fmt.Errorf("resolving attempt %s: %w", r.Attempt, ErrFoundRequired)
+	}
+	if strings.TrimSpace(r.Note) == "" {
+		return Attempt{}, errors.New("resolving attempt " + r.Attempt + " needs a note saying what was found")
+	}
+	return e.resolveAttempt(ctx, r.Attempt, r.By, r.Found, r.Note)
+}
+
+// ResolveAttempt settles an attempt on an admin's word without saying
+// whether the act took effect.
+//
+// Deprecated: use Resolve, which records what the person found. This one
+// records nothing found and leaves the state as it was.
 func (e *Engine) ResolveAttempt(ctx context.Context, id, by string, admin bool, note string) (Attempt, error) {
 	if !admin {
 		return Attempt{}, fmt.Errorf("resolving attempt %s needs an admin: %w", id, ErrNotPermitted)
@@ -229,16 +300,46 @@ func (e *Engine) ResolveAttempt(ctx context.Context, id, by string, admin bool, 
 	if strings.TrimSpace(note) == "" {
 		return Attempt{}, errors.New("resolving attempt " + id + " needs a note saying what was found")
 	}
+	return e.resolveAttempt(ctx, id, by, "", note)
+}
+
+func (e *Engine) resolveAttempt(ctx context.Context, id, by string, found Found, note string) (Attempt, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, a := range e.locked {
-		if a.ID == id {
-			if err := e.settleLocked(ctx, a, by, "resolved by "+by+": "+note, nil); err != nil {
-				return a, err
-			}
-			a.State = AttemptReconciled
-			return a, nil
+		if a.ID != id {
+			continue
 		}
+		why := "resolved by " + by + ": " + note
+		var observed *devices.Value
+		var state *Receipt
+		switch found {
+		case FoundActed:
+			why = "resolved by " + by + ", who found that it acted: " + note
+			v := a.Value
+			observed = &v
+			state = &Receipt{Key: a.Key, Attempt: a.ID, Device: a.Device, Capability: a.Capability, Value: a.Value,
+				Driver: "unknown", Confirmation: Confirmed, Observed: &v, At: e.now(),
+				Detail: "the driver did not answer; " + by + " found that it acted: " + note}
+			if a.Receipt != nil && a.Receipt.Driver != "" {
+				state.Driver = a.Receipt.Driver
+			}
+		case FoundNotActed:
+			why = "resolved by " + by + ", who found that it did not act: " + note
+		}
+		if err := e.settleFoundLocked(ctx, a, by, why, found, observed, state); err != nil {
+			return a, err
+		}
+		if found == FoundActed {
+			ch, ok := e.changes[ref(a.Device, a.Capability)]
+			if !ok {
+				ch = &changes{}
+				e.changes[ref(a.Device, a.Capability)] = ch
+			}
+			ch.record(e.now()) // a change for the envelope's rate and dwell
+		}
+		a.State, a.Why = AttemptReconciled, why
+		return a, nil
 	}
 	return Attempt{}, fmt.Errorf("attempt %s: %w", id, ErrAttemptNotLocked)
 }
