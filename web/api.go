@@ -131,7 +131,7 @@ func (s *Server) deviceViews() []deviceView {
 	now := s.opts.Now()
 	var out []deviceView
 	for _, d := range s.eng.Devices() {
-		dv := deviceView{ID: d.ID, Area: d.Area, Driver: d.Driver}
+		dv := deviceView{ID: d.ID, Area: d.Area, Driver: d.Driver, Capabilities: []capView{}}
 		for _, c := range d.Capabilities {
 			cv := capView{Name: c.Name, Kind: c.Kind.String(), Type: c.Type.String(), Unit: c.Unit, Enum: c.Enum}
 			st := states[d.ID+"."+c.Name]
@@ -166,7 +166,7 @@ func age(d time.Duration) string {
 }
 
 func (s *Server) apiDevices(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.deviceViews())
+	return c.JSON(http.StatusOK, nonNil(s.deviceViews()))
 }
 
 // commandBody is a command from the API or the console.
@@ -190,9 +190,15 @@ type result struct {
 	Replayed  bool              `json:"replayed,omitempty"`
 }
 
-func outcomeOf(k runtime.ObservationKind) string {
+// outcomeOf names an observation's outcome as MQTT replies do. An act the
+// world contradicted is "contradicted", never "acted": a client must not
+// take it for success.
+func outcomeOf(k runtime.ObservationKind, rc *runtime.Receipt) string {
 	switch k {
 	case runtime.Acted:
+		if rc != nil && rc.Confirmation == runtime.Contradicted {
+			return "contradicted"
+		}
 		return "acted"
 	case runtime.Completed:
 		return "completed"
@@ -232,7 +238,7 @@ func (s *Server) command(c echo.Context, b commandBody, origin string) (result, 
 		}
 		return result{}, 0, problem(http.StatusBadRequest, err.Error())
 	}
-	r := result{Outcome: outcomeOf(obs.Kind), Why: obs.Why, RequestID: obs.RequestID, Run: obs.Run, Approval: obs.Approval,
+	r := result{Outcome: outcomeOf(obs.Kind, obs.Receipt), Why: obs.Why, RequestID: obs.RequestID, Run: obs.Run, Approval: obs.Approval,
 		Receipt: obs.Receipt, Reading: obs.Reading, Replayed: obs.Replayed}
 	status := http.StatusOK
 	if obs.Kind == runtime.ApprovalRequest {
@@ -340,9 +346,9 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 		return ap, problem(http.StatusBadRequest, `field "reason": a denial says why`)
 	}
 	if b.RuleFor != "" {
-		d, err := time.ParseDuration(b.RuleFor)
-		if err != nil || d <= 0 {
-			return ap, problem(http.StatusBadRequest, `field "rule_for": `+strconv.Quote(b.RuleFor)+" is not a positive duration like 30m or 2h")
+		d, err := durationParam(`field "rule_for"`, b.RuleFor, time.Second, s.opts.MaxRuleTTL)
+		if err != nil {
+			return ap, err
 		}
 		ans.RuleFor = d
 	}
@@ -409,19 +415,23 @@ func (s *Server) apiStartPlan(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, rec)
 }
 
+// maxEvents bounds limit and tail on /api/v1/events.
+const maxEvents = 10000
+
 func (s *Server) apiEvents(c echo.Context) error {
 	since, limit := uint64(0), 200
+	newest := s.eng.LastSeq()
 	if v := c.QueryParam("since"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
+		n, err := seqParam(`query "since"`, v, newest)
 		if err != nil {
-			return problem(http.StatusBadRequest, `query "since": `+strconv.Quote(v)+" is not a sequence number")
+			return err
 		}
 		since = n
 	}
 	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 || n > 10000 {
-			return problem(http.StatusBadRequest, `query "limit": want 1 to 10000`)
+		n, err := countParam(`query "limit"`, v, 1, maxEvents)
+		if err != nil {
+			return err
 		}
 		limit = n
 	}
@@ -429,14 +439,14 @@ func (s *Server) apiEvents(c echo.Context) error {
 	if v := c.QueryParam("tail"); v != "" {
 		// The newest n written events, whatever since says. The newest
 		// sequence may not be written yet, so read a little further back.
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 || n > 10000 {
-			return problem(http.StatusBadRequest, `query "tail": want 1 to 10000`)
+		n, err := countParam(`query "tail"`, v, 1, maxEvents)
+		if err != nil {
+			return err
 		}
-		tail, limit = n, 10000
+		tail, limit = n, maxEvents
 		since = 0
-		if last, back := s.eng.LastSeq(), uint64(n)+512; last > back {
-			since = last - back
+		if back := uint64(n) + 512; newest > back {
+			since = newest - back
 		}
 	}
 	kinds := splitList(c.QueryParam("kind"))
@@ -466,6 +476,15 @@ func (s *Server) apiEvents(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// nonNil returns s, or an empty slice for nil, so that an empty list is
+// [] in JSON and never null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
@@ -481,7 +500,7 @@ func (s *Server) apiMode(c echo.Context) error {
 	for _, m := range s.eng.Modes() {
 		names = append(names, m.Name)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"mode": s.eng.Mode(c.Request().Context()), "modes": names})
+	return c.JSON(http.StatusOK, map[string]any{"mode": s.eng.Mode(c.Request().Context()), "modes": nonNil(names)})
 }
 
 func (s *Server) setMode(c echo.Context, mode, reason string) (runtime.ModeRecord, *runtime.Approval, error) {
@@ -515,7 +534,7 @@ func (s *Server) apiSetMode(c echo.Context) error {
 }
 
 func (s *Server) apiRules(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.eng.Rules())
+	return c.JSON(http.StatusOK, nonNil(s.eng.Rules()))
 }
 
 func (s *Server) apiRule(c echo.Context) error {
@@ -539,26 +558,37 @@ func (s *Server) apiRevoke(c echo.Context) error {
 }
 
 func (s *Server) apiLocks(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.eng.Locks())
+	return c.JSON(http.StatusOK, nonNil(s.eng.Locks()))
+}
+
+// resolveBody is an admin's word on an attempt whose effect is unknown:
+// found is "acted" or "not_acted", and the note says how they know.
+type resolveBody struct {
+	Found string `json:"found"`
+	Note  string `json:"note"`
 }
 
 func (s *Server) apiResolve(c echo.Context) error {
-	var b struct {
-		Note string `json:"note"`
-	}
+	var b resolveBody
 	if err := bind(c, &b); err != nil {
 		return err
 	}
-	a, err := s.resolve(c, c.Param("id"), b.Note)
+	a, err := s.resolve(c, c.Param("id"), b)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, a)
 }
 
-func (s *Server) resolve(c echo.Context, attempt, note string) (runtime.Attempt, error) {
+func (s *Server) resolve(c echo.Context, attempt string, b resolveBody) (runtime.Attempt, error) {
 	id := userOf(c)
-	a, err := s.eng.ResolveAttempt(c.Request().Context(), attempt, id.Principal, id.Role.AtLeast(access.Admin), note)
+	found := runtime.Found(b.Found)
+	if found != runtime.FoundActed && found != runtime.FoundNotActed {
+		return runtime.Attempt{}, problem(http.StatusBadRequest, `field "found": `+quoteShort(b.Found)+
+			` is not "acted" (the act took effect) or "not_acted" (it did not)`)
+	}
+	a, err := s.eng.Resolve(c.Request().Context(), runtime.Resolution{Attempt: attempt, By: id.Principal,
+		Admin: id.Role.AtLeast(access.Admin), Found: found, Note: b.Note})
 	switch {
 	case errors.Is(err, runtime.ErrAttemptNotLocked):
 		return a, problem(http.StatusNotFound, err.Error())

@@ -41,6 +41,7 @@ type siteOptions struct {
 	mode            string
 	approvalTimeout time.Duration
 	prepare         func(j *journal.DB) // before the engine starts
+	now             func() time.Time   // the server's clock; nil means time.Now
 }
 
 // tokens by role; each is also the token's name.
@@ -89,7 +90,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		r, _ := access.ParseRole(strings.TrimSuffix(name, "2"))
 		toks = append(toks, Token{Name: name, Role: r, Hash: HashToken("tok-" + name)})
 	}
-	s, err := New(eng, Options{Users: users, Tokens: toks, Sessions: j.Sessions(), Verify: j.Verify})
+	s, err := New(eng, Options{Users: users, Tokens: toks, Sessions: j.Sessions(), Verify: j.Verify, Now: o.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestBadRequestsNameTheProblem(t *testing.T) {
 	}
 	s.expect("POST", "/api/v1/mode", "operator", `{"mode":"turbo"}`, 400, `unknown mode`)
 	s.expect("GET", "/api/v1/rules/none", "viewer", "", 404, "not in force")
-	s.expect("POST", "/api/v1/attempts/act-x/resolve", "admin", `{"note":"x"}`, 404, "not locked")
+	s.expect("POST", "/api/v1/attempts/act-x/resolve", "admin", `{"found":"acted","note":"x"}`, 404, "not locked")
 	s.expect("GET", "/api/v1/journal/verify", "viewer", "", 200, `"ok":true`)
 }
 
@@ -285,9 +286,9 @@ func TestResolveALockedActuator(t *testing.T) {
 	}})
 	s.expect("GET", "/api/v1/locks", "viewer", "", 200, attempt)
 	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "approver", `{"note":"seen shut"}`, 403, "needs the admin role")
-	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{}`, 400, "needs a note")
-	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{"note":"valve seen shut on site"}`, 200, `"state":"reconciled"`)
-	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{"note":"again"}`, 404, "not locked")
+	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{"found":"not_acted"}`, 400, "needs a note")
+	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{"found":"not_acted","note":"valve seen shut on site"}`, 200, `"state":"reconciled"`)
+	s.expect("POST", "/api/v1/attempts/"+attempt+"/resolve", "admin", `{"found":"not_acted","note":"again"}`, 404, "not locked")
 }
 
 // browser is a plain HTTP client with a cookie jar: it does not send
@@ -331,7 +332,8 @@ func (b *browser) login(user, password string) int {
 }
 
 func TestCSRFAndLogins(t *testing.T) {
-	s := newSite(t, siteOptions{})
+	clk := newClock()
+	s := newSite(t, siteOptions{now: clk.now})
 	b := s.browser()
 	// A login form without its token is refused.
 	resp, _ := b.c.PostForm(s.srv.URL+"/login", url.Values{"user": {"olga"}, "password": {"password-1"}})
@@ -375,10 +377,13 @@ func TestCSRFAndLogins(t *testing.T) {
 	if code := bad.login("ann", "password-1"); code != http.StatusTooManyRequests {
 		t.Fatalf("the sixth login from a guessing address = %d, want 429", code)
 	}
+	// The failures are journaled as one summary when the window ends.
+	clk.add(2 * time.Minute)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, body := s.call("GET", "/api/v1/events?kind=login", "viewer", "")
-		if strings.Contains(body, `"action":"login_failed"`) && strings.Contains(body, `"action":"login"`) {
+		if strings.Contains(body, `"action":"login_failed"`) && strings.Contains(body, `"failures":5`) &&
+			strings.Contains(body, `"refused":1`) && strings.Contains(body, `"action":"login"`) {
 			if strings.Contains(body, "password-1") || strings.Contains(body, "guess") {
 				t.Fatal("a password reached the journal")
 			}

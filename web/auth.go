@@ -1,14 +1,15 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
-	"net/url"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -61,8 +62,16 @@ func NewToken() string {
 func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
+			// A wrong token is a failed login: counted per address with
+			// the console's, summed up in the journal, and locked out.
+			ip := c.RealIP()
+			if s.limiter.Blocked(ip) {
+				s.limiter.Failed("api", ip, "", "too many failures from this address")
+				return problem(http.StatusTooManyRequests, "too many failed logins from this address; wait a minute")
+			}
 			tok, ok := strings.CutPrefix(h, "Bearer ")
 			if !ok {
+				s.limiter.Failed("api", ip, "", "an Authorization header that is not Bearer")
 				return problem(http.StatusUnauthorized, "the Authorization header must be Bearer <token>")
 			}
 			hash := HashToken(strings.TrimSpace(tok))
@@ -72,6 +81,7 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 					return next(c)
 				}
 			}
+			s.limiter.Failed("api", ip, "", "unknown bearer token")
 			return problem(http.StatusUnauthorized, "unknown bearer token")
 		}
 		if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
@@ -143,27 +153,18 @@ func (s *Server) loginPage(c echo.Context) error {
 	return s.pages.render(c, http.StatusOK, "login", pageData{Title: "Log in", Next: safeNext(c.QueryParam("next"))})
 }
 
-// safeNext keeps a redirect on this site.
-func safeNext(n string) string {
-	u, err := url.Parse(n)
-	if err != nil || n == "" || u.IsAbs() || u.Host != "" || !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") {
-		return "/"
-	}
-	return n
-}
-
 func (s *Server) login(c echo.Context) error {
 	ip := c.RealIP()
 	name := c.FormValue("user")
 	next := safeNext(c.FormValue("next"))
 	if s.limiter.Blocked(ip) {
-		s.noteLogin(c, name, false, "too many failures from this address")
+		s.limiter.Failed("console", ip, name, "too many failures from this address")
 		return problem(http.StatusTooManyRequests, "too many failed logins from this address; wait a minute")
 	}
 	u, ok := s.opts.Users.Check(name, []byte(c.FormValue("password")))
 	if !ok {
+		// Journaled as a summary per address and window, not one by one.
 		s.limiter.Failed("console", ip, name, "wrong user or password")
-		s.noteLogin(c, name, false, "wrong user or password")
 		return s.pages.render(c, http.StatusUnauthorized, "login", pageData{Title: "Log in", Next: next,
 			Error: "Wrong user or password."})
 	}
@@ -178,7 +179,8 @@ func (s *Server) login(c echo.Context) error {
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: s.opts.TLS != nil, MaxAge: int(s.opts.SessionTTL.Seconds())})
-	s.noteLogin(c, u.Name, true, "")
+	_, _ = s.eng.Note(c.Request().Context(), runtime.KindLogin, "", map[string]any{
+		"surface": "console", "user": u.Name, "remote": ip, "action": "login"})
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
@@ -194,12 +196,20 @@ func (s *Server) logout(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
 
-// noteLogin journals a login or a failed one, never the password.
-func (s *Server) noteLogin(c echo.Context, user string, ok bool, why string) {
-	action := "login"
-	if !ok {
-		action = "login_failed"
+// noteFailures journals a summary of failed logins from one address in
+// one window: how many, as whom, never a password or a token.
+func (s *Server) noteFailures(sum access.Summary) {
+	surface := strings.Join(sum.Surfaces, ",")
+	body := map[string]any{"action": "login_failed", "surface": surface, "remote": sum.Remote, "failures": sum.Failures,
+		"refused": sum.Refused, "users": nonNil(sum.Users), "other_users": sum.OtherUsers, "why": sum.Why,
+		"first": sum.First, "last": sum.Last, "locked_out": sum.LockedOut}
+	if sum.Addresses > 1 {
+		body["addresses"] = sum.Addresses
 	}
-	_, _ = s.eng.Note(c.Request().Context(), runtime.KindLogin, "", map[string]any{
-		"surface": "console", "user": strings.ToValidUTF8(user, "?"), "remote": c.RealIP(), "action": action, "why": why})
+	// Its own context: the request that closed the window may be gone.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.eng.Note(ctx, runtime.KindLogin, "", body); err != nil {
+		s.log.Warn("failed logins not journaled", "remote", sum.Remote, "failures", sum.Failures, "error", err)
+	}
 }

@@ -304,9 +304,9 @@ func (s *Server) exportJournal(c echo.Context) error {
 	kinds, device := splitList(c.QueryParam("kind")), c.QueryParam("device")
 	since := uint64(0)
 	if v := c.QueryParam("since"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
+		n, err := seqParam(`query "since"`, v, s.eng.LastSeq())
 		if err != nil {
-			return problem(http.StatusBadRequest, `query "since" is not a sequence number`)
+			return err
 		}
 		since = n
 	}
@@ -358,11 +358,15 @@ func (s *Server) revokeForm(c echo.Context) error {
 }
 
 func (s *Server) resolveForm(c echo.Context) error {
-	a, err := s.resolve(c, c.Param("id"), c.FormValue("note"))
+	a, err := s.resolve(c, c.Param("id"), resolveBody{Found: c.FormValue("found"), Note: c.FormValue("note")})
 	if err != nil {
 		return formError(c, "/policy", err)
 	}
-	return back(c, "/policy", a.Device+"."+a.Capability+" is unlocked; attempt "+a.ID+" is reconciled.")
+	what := "it acted"
+	if c.FormValue("found") == string(runtime.FoundNotActed) {
+		what = "it did not act"
+	}
+	return back(c, "/policy", a.Device+"."+a.Capability+" is unlocked; attempt "+a.ID+" is reconciled: "+what+".")
 }
 
 // valueText shows a value for people.

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -61,6 +62,9 @@ type Options struct {
 	Sessions SessionStore
 	// SessionTTL is how long a login lasts. Default 12h.
 	SessionTTL time.Duration
+	// MaxRuleTTL is the longest rule_for an answer may ask; it should be
+	// the engine's MaxRuleTTL. Default 24h, the engine's default.
+	MaxRuleTTL time.Duration
 	// Verify checks the journal's chain; nil means it cannot be checked.
 	Verify func(context.Context) (Report, error)
 	// Stats, if set, are shown on the overview and as metrics.
@@ -106,6 +110,9 @@ func New(eng *runtime.Engine, opts Options) (*Server, error) {
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = 12 * time.Hour
 	}
+	if opts.MaxRuleTTL <= 0 {
+		opts.MaxRuleTTL = 24 * time.Hour
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -127,6 +134,7 @@ func New(eng *runtime.Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, eng: eng, log: opts.Logger, limiter: access.NewLimiter(opts.Logger, opts.Now),
 		pages: pg, bye: make(chan struct{})}
+	s.limiter.Summarize = s.noteFailures
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect() // no proxy in front: the peer is the client
@@ -172,10 +180,15 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	pruned := time.NewTicker(time.Hour)
 	defer pruned.Stop()
+	flush := time.NewTicker(10 * time.Second) // the last summary of failed logins is late by at most this
+	defer flush.Stop()
 	for {
 		select {
 		case err := <-done:
 			return err
+		case <-flush.C:
+			s.limiter.Flush()
+			continue
 		case <-pruned.C:
 			if _, err := s.opts.Sessions.Prune(s.opts.Now()); err != nil {
 				s.log.Warn("sessions not pruned", "error", err)
@@ -238,7 +251,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		s.log.Error("request failed", "path", c.Path(), "error", err)
 	}
 	if isPage(c) && status == http.StatusUnauthorized {
-		_ = c.Redirect(http.StatusSeeOther, "/login?next="+c.Request().URL.Path)
+		_ = c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(safeNext(c.Request().URL.RequestURI())))
 		return
 	}
 	body := apiError{Error: http.StatusText(status), Detail: detail}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -19,19 +18,17 @@ import (
 // with nothing lost or repeated. Each client reads the journal from its
 // own position, so a slow one never holds up a step or another client.
 func (s *Server) apiStream(c echo.Context) error {
-	since := uint64(0)
-	from := c.Request().Header.Get("Last-Event-ID")
+	since := s.eng.LastSeq() // a new client starts from now
+	name, from := `header "Last-Event-ID"`, c.Request().Header.Get("Last-Event-ID")
 	if from == "" {
-		from = c.QueryParam("since")
+		name, from = `query "since"`, c.QueryParam("since")
 	}
 	if from != "" {
-		n, err := strconv.ParseUint(from, 10, 64)
+		n, err := seqParam(name, from, since)
 		if err != nil {
-			return problem(http.StatusBadRequest, "Last-Event-ID "+strconv.Quote(from)+" is not a sequence number")
+			return err
 		}
 		since = n
-	} else {
-		since = s.eng.LastSeq() // a new client starts from now
 	}
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
