@@ -15,7 +15,10 @@ import (
 const domainTag = "shadowgate.journal.v1\x00"
 
 const (
+	// formatV1 is an event that changes no record.
 	formatV1 = 1
+	// formatV2 is an event followed by the records it changes (see refs).
+	formatV2 = 2
 	hashSize = sha256.Size
 )
 
@@ -24,10 +27,14 @@ type hash [hashSize]byte
 
 func (h hash) String() string { return hex.EncodeToString(h[:]) }
 
-// appendCanonical appends the canonical encoding of ev (see the package
-// doc) to b.
-func appendCanonical(b []byte, ev *runtime.Event) []byte {
-	b = append(b, formatV1)
+// appendCanonical appends the canonical encoding of ev and the record
+// changes it witnesses (see the package doc) to b.
+func appendCanonical(b []byte, ev *runtime.Event, refs []ref) []byte {
+	if len(refs) == 0 {
+		b = append(b, formatV1)
+	} else {
+		b = append(b, formatV2)
+	}
 	b = binary.BigEndian.AppendUint64(b, ev.Seq)
 	b = binary.BigEndian.AppendUint64(b, uint64(ev.At.UnixNano()))
 	b = binary.BigEndian.AppendUint64(b, uint64(ev.Mono))
@@ -37,6 +44,15 @@ func appendCanonical(b []byte, ev *runtime.Event) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(int64(ev.Step)))
 	b = appendStr(b, ev.Device)
 	b = appendStr(b, string(ev.Body))
+	if len(refs) > 0 {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(refs)))
+		for _, r := range refs {
+			b = appendStr(b, r.bucket)
+			b = appendStr(b, r.key)
+			b = append(b, byte(r.op))
+			b = append(b, r.digest[:]...)
+		}
+	}
 	return b
 }
 
@@ -56,9 +72,10 @@ func chain(canonical []byte, prev hash) hash {
 	return out
 }
 
-// encodeEvent returns the stored value of ev after prev, and its hash.
-func encodeEvent(ev *runtime.Event, prev hash) ([]byte, hash) {
-	b := appendCanonical(make([]byte, 0, 96+len(ev.Body)+2*hashSize), ev)
+// encodeEvent returns the stored value of ev with its record changes after
+// prev, and its hash.
+func encodeEvent(ev *runtime.Event, refs []ref, prev hash) ([]byte, hash) {
+	b := appendCanonical(make([]byte, 0, 96+len(ev.Body)+len(refs)*80+2*hashSize), ev, refs)
 	h := chain(b, prev)
 	b = append(b, prev[:]...)
 	b = append(b, h[:]...)
@@ -71,6 +88,7 @@ var errShort = errors.New("truncated")
 // decoded is a stored event taken apart.
 type decoded struct {
 	ev        runtime.Event
+	refs      []ref
 	canonical []byte // aliases the stored value
 	prev      hash
 	hash      hash
@@ -88,10 +106,11 @@ func decodeEvent(v []byte) (decoded, error) {
 	copy(d.hash[:], v[len(body)+hashSize:])
 	d.canonical = body
 	r := reader{b: body}
-	if f := r.u8(); f != formatV1 {
-		if r.err != nil {
-			return d, r.err
-		}
+	f := r.u8()
+	if r.err != nil {
+		return d, r.err
+	}
+	if f != formatV1 && f != formatV2 {
 		return d, fmt.Errorf("unknown event format %d", f)
 	}
 	d.ev.Seq = r.u64()
@@ -104,6 +123,28 @@ func decodeEvent(v []byte) (decoded, error) {
 	d.ev.Device = r.str()
 	if b := r.bytes(); len(b) > 0 {
 		d.ev.Body = append([]byte(nil), b...)
+	}
+	if f == formatV2 {
+		n := r.u32()
+		if r.err == nil && n == 0 {
+			return d, errors.New("a format 2 event names no records")
+		}
+		// Each ref takes at least 4+4+1+32 bytes: a count beyond what is
+		// left is damage, not an allocation to make.
+		if r.err == nil && uint64(n) > uint64(len(r.b))/41 {
+			return d, fmt.Errorf("%d record changes cannot fit in %d bytes", n, len(r.b))
+		}
+		for i := uint32(0); i < n && r.err == nil; i++ {
+			var x ref
+			x.bucket = r.str()
+			x.key = r.str()
+			x.op = refOp(r.u8())
+			copy(x.digest[:], r.take(hashSize))
+			if r.err == nil && !x.op.valid() {
+				return d, fmt.Errorf("record change %d has unknown operation %d", i, x.op)
+			}
+			d.refs = append(d.refs, x)
+		}
 	}
 	if r.err != nil {
 		return d, r.err
@@ -137,6 +178,13 @@ func (r *reader) take(n int) []byte {
 func (r *reader) u8() byte {
 	if b := r.take(1); b != nil {
 		return b[0]
+	}
+	return 0
+}
+
+func (r *reader) u32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.BigEndian.Uint32(b)
 	}
 	return 0
 }

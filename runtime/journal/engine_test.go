@@ -131,7 +131,11 @@ func stored(t *testing.T, j *DB, key string) (runtime.Attempt, bool) {
 			return nil
 		}
 		found = true
-		return json.Unmarshal(v, &a)
+		js, err := j.backed(tx, bEffects, []byte(key), v)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(js, &a)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		{Seq: 1 << 40, At: time.Unix(0, 0).UTC(), Kind: runtime.KindInvoked, Run: "run-1", Step: -3, Body: []byte(`{"x":"<&>"}`)},
 		{Seq: 7, At: time.Unix(1, 0).UTC(), Kind: runtime.KindEnded},
 	} {
-		v, _ := encodeEvent(&ev, hash{1, 2, 3})
+		v, _ := encodeEvent(&ev, nil, hash{1, 2, 3})
 		f.Add(v)
 	}
 	f.Add([]byte{})
@@ -28,7 +28,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again := appendCanonical(nil, &d.ev)
+		again := appendCanonical(nil, &d.ev, d.refs)
 		if !bytes.Equal(again, d.canonical) {
 			t.Fatalf("decoded %+v re-encodes as %x, stored %x", d.ev, again, d.canonical)
 		}

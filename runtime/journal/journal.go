@@ -26,7 +26,9 @@ import (
 )
 
 // SchemaVersion is the newest layout of the file this build reads and writes.
-const SchemaVersion = 1
+// Version 2 backs every record by the event that made it; a version 1 file
+// is upgraded at its first writable open (see adopt).
+const SchemaVersion = 2
 
 // FileName is the name of the file in the state directory.
 const FileName = "shadowgate.db"
@@ -77,6 +79,8 @@ type Options struct {
 	// OnCommit, if set, is told how long each write (fsync included) took
 	// and how many events it carried, for metrics. It must not block.
 	OnCommit func(took time.Duration, events int)
+	// Checkpoint, if its Signer is set, makes the journal sign checkpoints.
+	Checkpoint CheckpointOptions
 }
 
 func (o *Options) setDefaults() {
@@ -97,6 +101,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Checkpoint.Every == 0 {
+		o.Checkpoint.Every = 1000
+	}
+	if o.Checkpoint.Interval <= 0 {
+		o.Checkpoint.Interval = time.Minute
 	}
 }
 
@@ -176,7 +186,29 @@ type DB struct {
 	open      map[string]runtime.Attempt // attempts not terminal, or not yet written
 	stats     Stats
 	notify    func(seq uint64)
+
+	// Carrying live records before pruning their events; the writer's
+	// own, read and set with mu held or on the writer.
+	carryRefs  []record // live records found backed by events about to be pruned
+	carryFloor uint64   // the oldest event pruning must keep until the carry is written
+	carrySeq   uint64   // the carry event on its way, or 0
+
+	committedHash      hash   // the hash of the newest written event
+	lastCheckpoint     uint64 // the newest checkpoint event queued
+	lastCheckpointSize uint64 // the event it signed
+	ckKick             chan struct{}
+
+	// verified is closed once the chain read at Open has been checked;
+	// the writer writes nothing before. stop ends that check at Close.
+	verified chan struct{}
+	stop     context.CancelFunc
+	bg       sync.WaitGroup // the start verification and the checkpointer
 }
+
+// KindRecords is an event of the journal itself about its records: those
+// retention deleted, or live ones carried by a new event before the events
+// that made them are pruned.
+const KindRecords runtime.Kind = "records"
 
 // Notify makes the writer call fn with the newest written sequence after
 // every batch. fn must not block. The engine wakes its subscribers with it.
@@ -247,6 +279,7 @@ func Open(path string, opts Options) (*DB, error) {
 		path: path, opts: opts, db: db, log: opts.Logger, start: time.Now(),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		cur: &flush{done: make(chan struct{})}, open: map[string]runtime.Attempt{},
+		ckKick: make(chan struct{}, 1),
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -261,6 +294,13 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	if err := writePID(path); err != nil {
 		j.log.Warn("pid file not written", "path", path+".pid", "error", err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	j.stop = stop
+	j.verified = make(chan struct{})
+	j.bg.Go(func() { j.verifyAtStart(ctx) })
+	if opts.Checkpoint.Signer != nil {
+		j.bg.Go(func() { j.checkpointer(ctx) })
 	}
 	go j.writer()
 	return j, nil
@@ -302,7 +342,7 @@ func (j *DB) init() error {
 			return fmt.Errorf("preparing journal %s: %w", j.path, err)
 		}
 	}
-	return j.view(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		jb := tx.Bucket(bJournal)
 		if jb == nil {
 			return nil // a read-only open of an empty file
@@ -335,8 +375,69 @@ func (j *DB) init() error {
 		} else if head != nil && (head.Seq != d.ev.Seq || head.Hash != d.hash) {
 			return &CorruptError{Path: j.path, Err: fmt.Errorf("the head names event %d but the newest is %d", head.Seq, d.ev.Seq)}
 		}
-		j.next, j.prevHash, j.committed = d.ev.Seq+1, d.hash, d.ev.Seq
+		j.next, j.prevHash, j.committed, j.committedHash = d.ev.Seq+1, d.hash, d.ev.Seq, d.hash
 		return nil
+	})
+	if err != nil || j.opts.ReadOnly {
+		return err
+	}
+	return j.adopt()
+}
+
+// adopt upgrades a file whose records predate their backing (schema 1): it
+// journals them, as they are, in "records" events at the end of the chain
+// and stores each under the event that adopted it, then sets the schema.
+// It is the one moment a record is trusted without an event before it, and
+// the event says so.
+func (j *DB) adopt() error {
+	return j.update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bMeta)
+		if v := meta.Get(kSchema); len(v) == 4 && binary.BigEndian.Uint32(v) >= SchemaVersion {
+			return nil
+		}
+		var legacy []record
+		for _, bucket := range recordBuckets {
+			err := tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+				if len(v) > 0 && v[0] != recordVersion {
+					js := append([]byte(nil), v...)
+					legacy = append(legacy, record{ref: ref{bucket: string(bucket), key: string(k), op: opPut, digest: digestOf(js)}, js: js})
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		total := int64(0)
+		if v := meta.Get(kBytes); len(v) == 8 {
+			total = int64(binary.BigEndian.Uint64(v))
+		}
+		for len(legacy) > 0 {
+			n := min(len(legacy), 1000)
+			chunk := legacy[:n]
+			legacy = legacy[n:]
+			body, _ := json.Marshal(map[string]any{"adopted": n, "why": "records written by a build that did not back them by events"})
+			ev := runtime.Event{Seq: j.next, At: time.Now(), BootID: j.bootID, Kind: KindRecords, Body: body}
+			value, h := encodeEvent(&ev, refsOf(chunk), j.prevHash)
+			if err := tx.Bucket(bJournal).Put(seqKey(ev.Seq), value); err != nil {
+				return err
+			}
+			for _, r := range chunk {
+				if err := applyRecord(tx, ev.Seq, r); err != nil {
+					return err
+				}
+			}
+			total += int64(len(value))
+			if err := meta.Put(kHead, link{Seq: ev.Seq, Hash: h}.encode()); err != nil {
+				return err
+			}
+			j.log.Info("journal records adopted", "records", n, "journal_seq", ev.Seq)
+			j.next, j.prevHash, j.committed, j.committedHash = ev.Seq+1, h, ev.Seq, h
+		}
+		if err := meta.Put(kBytes, binary.BigEndian.AppendUint64(nil, uint64(total))); err != nil {
+			return err
+		}
+		return meta.Put(kSchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
 	})
 }
 
@@ -352,6 +453,37 @@ func (j *DB) link(tx *bolt.Tx, key []byte) (*link, error) {
 	return &l, nil
 }
 
+// verifyAtStart checks the whole chain and every record against it while
+// the gateway starts, and fails the journal closed on the first break,
+// naming its sequence. Nothing is written until it is done; reads go on.
+func (j *DB) verifyAtStart(ctx context.Context) {
+	defer close(j.verified)
+	t0 := time.Now()
+	r, err := j.Verify(ctx)
+	switch {
+	case ctx.Err() != nil:
+		// Closed before the chain was checked: nothing queued is written.
+		j.distrust(errors.New("the journal closed before its chain was verified"))
+	case err != nil:
+		j.distrust(fmt.Errorf("verifying the chain at start: %w", err))
+	case !r.OK:
+		j.distrust(fmt.Errorf("the chain breaks at seq %d: %s", r.BadSeq, r.Reason))
+	default:
+		j.log.Info("journal verified", "events", r.Count, "records", r.Records, "took", time.Since(t0).Round(time.Millisecond))
+	}
+}
+
+// Verified is closed once the check of the chain made at Open is done.
+// Err says whether it found the chain whole.
+func (j *DB) Verified() <-chan struct{} {
+	if j.verified == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return j.verified
+}
+
 // BootID names this opening of the journal in every event it writes.
 func (j *DB) BootID() string { return j.bootID }
 
@@ -362,7 +494,8 @@ func (j *DB) Path() string { return j.path }
 // returns once its batch is fsync'd; it waits for that even if ctx ends,
 // because the record is already on its way to disk and a caller told
 // otherwise would act on a falsehood. An async entry returns at once unless
-// the queue is full.
+// the queue is full. Nothing is written before the chain verified at Open
+// is found whole; if it is not, every commit fails with a *CorruptError.
 func (j *DB) Commit(ctx context.Context, e runtime.Entry) (runtime.Event, error) {
 	if j.opts.ReadOnly {
 		return runtime.Event{}, ErrReadOnly
@@ -371,59 +504,19 @@ func (j *DB) Commit(ctx context.Context, e runtime.Entry) (runtime.Event, error)
 	if err != nil {
 		return runtime.Event{}, fmt.Errorf("encoding the records of a %s event: %w", e.Event.Kind, err)
 	}
-	j.mu.Lock()
-	for len(j.queue) >= maxQueue && j.failed == nil && !j.closed {
-		f := j.cur
-		j.mu.Unlock()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return runtime.Event{}, fmt.Errorf("waiting for the journal to catch up: %w", ctx.Err())
-		}
-		j.mu.Lock()
-	}
-	if err := j.errLocked(); err != nil {
-		j.mu.Unlock()
+	return j.append(ctx, e.Event, records, e.Attempt, e.Durability == runtime.Sync)
+}
+
+// append queues one event with the record changes it witnesses and, if
+// sync, waits for its batch to be written.
+func (j *DB) append(ctx context.Context, ev runtime.Event, records []record, att *runtime.Attempt, sync bool) (runtime.Event, error) {
+	if err := j.waitRoom(ctx); err != nil {
 		return runtime.Event{}, err
 	}
-	if a := e.Attempt; a != nil {
-		prev, err := j.attemptLocked(a.Key)
-		if err != nil {
-			j.mu.Unlock()
-			return runtime.Event{}, err
-		}
-		if !prev.State.CanMoveTo(a.State) {
-			j.mu.Unlock()
-			return runtime.Event{}, &runtime.TransitionError{Key: a.Key, From: prev.State, To: a.State}
-		}
-		j.open[a.Key] = *a
+	ev, f, err := j.enqueue(ev, records, att, sync)
+	if err != nil {
+		return runtime.Event{}, err
 	}
-	ev := e.Event
-	ev.Seq = j.next
-	if ev.At.IsZero() {
-		ev.At = time.Now()
-	}
-	ev.Mono = int64(time.Since(j.start))
-	ev.BootID = j.bootID
-	value, h := encodeEvent(&ev, j.prevHash)
-	ev.Prev, ev.Hash = j.prevHash.String(), h.String()
-	j.next++
-	j.prevHash = h
-	it := item{ev: ev, value: value, hash: h, records: records}
-	if a := e.Attempt; a != nil && a.State.Terminal() {
-		it.terminal, it.state = a.Key, a.State
-	}
-	if len(j.queue) == 0 {
-		j.queueFrom = time.Now()
-	}
-	j.queue = append(j.queue, it)
-	j.ring = append(j.ring, ev)
-	f := j.cur
-	sync := e.Durability == runtime.Sync
-	if sync {
-		j.syncs++
-	}
-	j.mu.Unlock()
 	select {
 	case j.kick <- struct{}{}:
 	default:
@@ -436,6 +529,82 @@ func (j *DB) Commit(ctx context.Context, e runtime.Entry) (runtime.Event, error)
 		return runtime.Event{}, f.err
 	}
 	return ev, nil
+}
+
+// waitRoom waits while the queue is full, so that a slow disk cannot
+// exhaust memory. The bound is soft: callers released together may pass it
+// by a few.
+func (j *DB) waitRoom(ctx context.Context) error {
+	for {
+		f := j.fullBatch()
+		if f == nil {
+			return nil
+		}
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the journal to catch up: %w", ctx.Err())
+		}
+	}
+}
+
+// fullBatch returns the batch to wait for when the queue is full, or nil.
+func (j *DB) fullBatch() *flush {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.queue) >= maxQueue && j.failed == nil && !j.closed {
+		return j.cur
+	}
+	return nil
+}
+
+// enqueue assigns the event its sequence and chains it, and queues it with
+// its records for the writer. It returns the batch to wait for. The lock is
+// released however enqueue returns, a panic included.
+func (j *DB) enqueue(ev runtime.Event, records []record, att *runtime.Attempt, sync bool) (runtime.Event, *flush, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.enqueueLocked(ev, records, att, sync)
+}
+
+// enqueueLocked is enqueue with j.mu held.
+func (j *DB) enqueueLocked(ev runtime.Event, records []record, att *runtime.Attempt, sync bool) (runtime.Event, *flush, error) {
+	if err := j.errLocked(); err != nil {
+		return runtime.Event{}, nil, err
+	}
+	if att != nil {
+		prev, err := j.attemptLocked(att.Key)
+		if err != nil {
+			return runtime.Event{}, nil, err
+		}
+		if !prev.State.CanMoveTo(att.State) {
+			return runtime.Event{}, nil, &runtime.TransitionError{Key: att.Key, From: prev.State, To: att.State}
+		}
+		j.open[att.Key] = *att
+	}
+	ev.Seq = j.next
+	if ev.At.IsZero() {
+		ev.At = time.Now()
+	}
+	ev.Mono = int64(time.Since(j.start))
+	ev.BootID = j.bootID
+	value, h := encodeEvent(&ev, refsOf(records), j.prevHash)
+	ev.Prev, ev.Hash = j.prevHash.String(), h.String()
+	j.next++
+	j.prevHash = h
+	it := item{ev: ev, value: value, hash: h, records: records}
+	if att != nil && att.State.Terminal() {
+		it.terminal, it.state = att.Key, att.State
+	}
+	if len(j.queue) == 0 {
+		j.queueFrom = time.Now()
+	}
+	j.queue = append(j.queue, it)
+	j.ring = append(j.ring, ev)
+	if sync {
+		j.syncs++
+	}
+	return ev, j.cur, nil
 }
 
 func (j *DB) errLocked() error {
@@ -477,7 +646,11 @@ func (j *DB) attemptLocked(key string) (runtime.Attempt, error) {
 		if v == nil {
 			return nil
 		}
-		return json.Unmarshal(v, &a)
+		js, err := j.backed(tx, bEffects, []byte(key), v)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(js, &a)
 	})
 	if err != nil {
 		return a, fmt.Errorf("reading attempt %s: %w", key, err)
@@ -500,22 +673,10 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 	if limit <= 0 {
 		limit = 1000
 	}
-	j.mu.Lock()
-	ringFrom := j.next
-	if len(j.ring) > 0 {
-		ringFrom = j.ring[0].Seq
-	}
-	if since+1 >= ringFrom {
-		var out []runtime.Event
-		// Only what is written: an event is served once it is witnessed.
-		for i := int(since + 1 - ringFrom); i < len(j.ring) && len(out) < limit && j.ring[i].Seq <= j.committed; i++ {
-			out = append(out, j.ring[i])
-		}
-		j.mu.Unlock()
+	out, ringFrom, done := j.fromRing(since, limit)
+	if done {
 		return out, nil
 	}
-	j.mu.Unlock()
-	var out []runtime.Event
 	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bJournal).Cursor()
 		for k, v := c.Seek(seqKey(since + 1)); k != nil && len(out) < limit; k, v = c.Next() {
@@ -538,10 +699,7 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 		if len(out) > 0 {
 			after = out[len(out)-1].Seq
 		}
-		more, err := j.Events(ctx, after, limit-len(out))
-		if err != nil {
-			return nil, err
-		}
+		more, _, _ := j.fromRing(after, limit-len(out))
 		if len(more) > 0 && more[0].Seq == after+1 {
 			out = append(out, more...)
 		}
@@ -549,65 +707,107 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 	return out, nil
 }
 
+// fromRing returns the written events after since that memory holds, and
+// whether memory answers the request whole (since is at or beyond the
+// oldest event held). Any since is safe: one at or beyond the newest
+// written event returns nothing.
+func (j *DB) fromRing(since uint64, limit int) ([]runtime.Event, uint64, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ringFrom := j.next
+	if len(j.ring) > 0 {
+		ringFrom = j.ring[0].Seq
+	}
+	if since >= j.committed {
+		return nil, ringFrom, true
+	}
+	if since+1 < ringFrom {
+		return nil, ringFrom, false
+	}
+	var out []runtime.Event
+	// Only what is written: an event is served once it is witnessed.
+	for i := since + 1 - ringFrom; i < uint64(len(j.ring)) && len(out) < limit && j.ring[i].Seq <= j.committed; i++ {
+		out = append(out, j.ring[i])
+	}
+	return out, ringFrom, true
+}
+
 // Load returns what a start needs: pending approvals, rules not revoked,
 // runs not ended, attempts not terminal, the mode and the state of every
 // capability. It also primes the in-memory index of open attempts.
+//
+// Every record is checked against the event it names (see records.go).
+// One that is not backed, or cannot be read, is left out of the snapshot
+// and makes the journal fail closed (every later commit fails and Err says
+// which record), while events stay readable: a forged rule or mode is never
+// used, and sensors go on being read.
 func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 	var s runtime.Snapshot
+	var bad []error
 	err := j.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bMeta) == nil {
 			return nil
 		}
-		if err := eachJSON(tx.Bucket(bApprovals), func(a *runtime.Approval) {
-			if a.Status == runtime.ApprovalPending {
-				s.Approvals = append(s.Approvals, *a)
-			}
-		}); err != nil {
-			return err
+		// each calls fn with the backed JSON of every record in bucket
+		// that keep says is wanted, collecting what is wrong.
+		each := func(bucket []byte, keep func(k, js []byte) error) {
+			_ = tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+				js, err := j.backed(tx, bucket, k, v)
+				if err == nil {
+					err = keep(k, js)
+				}
+				if err != nil {
+					bad = append(bad, err)
+				}
+				return nil
+			})
 		}
-		if err := eachJSON(tx.Bucket(bRules), func(r *runtime.RuleRecord) {
-			if !r.Revoked {
-				s.Rules = append(s.Rules, *r)
-			}
-		}); err != nil {
-			return err
-		}
-		if err := eachJSON(tx.Bucket(bRuns), func(r *runtime.RunRecord) {
-			if r.Status != runtime.RunEnded {
-				s.Runs = append(s.Runs, *r)
-			}
-		}); err != nil {
-			return err
-		}
-		if err := eachOpen(tx.Bucket(bEffects), func(a *runtime.Attempt) { s.Open = append(s.Open, *a) }); err != nil {
-			return err
-		}
-		st := tx.Bucket(bState)
-		if v := st.Get(kMode); v != nil {
-			var m runtime.ModeRecord
-			if err := json.Unmarshal(v, &m); err != nil {
-				return fmt.Errorf("state mode: %w", err)
-			}
-			s.Mode = &m
-		}
+		each(bApprovals, func(k, js []byte) error {
+			return decodeRecord(bApprovals, k, js, func(a *runtime.Approval) {
+				if a.Status == runtime.ApprovalPending {
+					s.Approvals = append(s.Approvals, *a)
+				}
+			})
+		})
+		each(bRules, func(k, js []byte) error {
+			return decodeRecord(bRules, k, js, func(r *runtime.RuleRecord) {
+				if !r.Revoked {
+					s.Rules = append(s.Rules, *r)
+				}
+			})
+		})
+		each(bRuns, func(k, js []byte) error {
+			return decodeRecord(bRuns, k, js, func(r *runtime.RunRecord) {
+				if r.Status != runtime.RunEnded {
+					s.Runs = append(s.Runs, *r)
+				}
+			})
+		})
+		each(bEffects, func(k, js []byte) error {
+			return decodeRecord(bEffects, k, js, func(a *runtime.Attempt) {
+				if !a.State.Terminal() {
+					s.Open = append(s.Open, *a)
+				}
+			})
+		})
 		states := map[string]*runtime.StateRecord{}
 		var order []string
-		c := st.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+		each(bState, func(k, js []byte) error {
 			var rec runtime.StateRecord
+			var err error
 			switch {
+			case bytes.Equal(k, kMode):
+				err = decodeRecord(bState, k, js, func(m *runtime.ModeRecord) { s.Mode = m })
+				return err
 			case bytes.HasPrefix(k, []byte("reading/")):
-				rec.Reading = new(devices.Reading)
-				if err := json.Unmarshal(v, rec.Reading); err != nil {
-					return fmt.Errorf("state %s: %w", k, err)
-				}
+				err = decodeRecord(bState, k, js, func(r *devices.Reading) { rec.Reading = r })
 			case bytes.HasPrefix(k, []byte("receipt/")):
-				rec.Receipt = new(runtime.Receipt)
-				if err := json.Unmarshal(v, rec.Receipt); err != nil {
-					return fmt.Errorf("state %s: %w", k, err)
-				}
+				err = decodeRecord(bState, k, js, func(r *runtime.Receipt) { rec.Receipt = r })
 			default:
-				continue
+				return &RecordError{Bucket: string(bState), Key: string(k), Err: errors.New("an unknown state key")}
+			}
+			if err != nil {
+				return err
 			}
 			name := string(k[bytes.IndexByte(k, '/')+1:])
 			cur, ok := states[name]
@@ -623,7 +823,8 @@ func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 			if rec.Receipt != nil {
 				cur.Receipt = rec.Receipt
 			}
-		}
+			return nil
+		})
 		for _, name := range order {
 			s.States = append(s.States, *states[name])
 		}
@@ -631,6 +832,12 @@ func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 	})
 	if err != nil {
 		return s, &CorruptError{Path: j.path, Err: err}
+	}
+	if len(bad) > 0 {
+		j.distrust(fmt.Errorf("%d record(s) not backed by the journal, the first: %w", len(bad), bad[0]))
+		for _, e := range bad {
+			j.log.Error("journal record not trusted", "error", e)
+		}
 	}
 	j.mu.Lock()
 	s.LastSeq = j.next - 1
@@ -644,37 +851,26 @@ func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 	return s, nil
 }
 
-func eachJSON[T any](b *bolt.Bucket, fn func(*T)) error {
-	return b.ForEach(func(k, v []byte) error {
-		var x T
-		if err := json.Unmarshal(v, &x); err != nil {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		fn(&x)
-		return nil
-	})
+// decodeRecord decodes a record's JSON strictly enough that garbage is an
+// error naming the record, and hands it to fn.
+func decodeRecord[T any](bucket, key, js []byte, fn func(*T)) error {
+	x := new(T)
+	if err := json.Unmarshal(js, x); err != nil {
+		return &RecordError{Bucket: string(bucket), Key: string(key), Err: fmt.Errorf("cannot be read: %w", err)}
+	}
+	fn(x)
+	return nil
 }
 
-// eachOpen calls fn with every attempt that is not terminal. It decodes
-// only the state of the others.
-func eachOpen(b *bolt.Bucket, fn func(*runtime.Attempt)) error {
-	return b.ForEach(func(k, v []byte) error {
-		var st struct {
-			State runtime.AttemptState `json:"state"`
-		}
-		if err := json.Unmarshal(v, &st); err != nil {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		if st.State.Terminal() {
-			return nil
-		}
-		var a runtime.Attempt
-		if err := json.Unmarshal(v, &a); err != nil {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		fn(&a)
-		return nil
-	})
+// distrust makes the journal fail closed because of err, keeping the first
+// reason. Reads go on; every commit fails with it.
+func (j *DB) distrust(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failed == nil {
+		j.failed = &CorruptError{Path: j.path, Err: err}
+		j.log.Error("journal not trusted; actuations are refused until it is repaired", "path", j.path, "error", err)
+	}
 }
 
 // Close writes what is queued, stops the writer and releases the file.
@@ -687,6 +883,8 @@ func (j *DB) Close() error {
 	j.closed = true
 	j.mu.Unlock()
 	if !j.opts.ReadOnly {
+		j.stop()
+		j.bg.Wait()
 		close(j.quit)
 		<-j.writerDone
 		removePID(j.path)

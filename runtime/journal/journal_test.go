@@ -303,7 +303,7 @@ func TestVerifyFindsTampering(t *testing.T) {
 				return err
 			}
 			d.ev.Body = []byte(`{"i":"forged"}`)
-			v, _ := encodeEvent(&d.ev, d.prev)
+			v, _ := encodeEvent(&d.ev, d.refs, d.prev)
 			return b.Put(seqKey(9), v)
 		}, 10, "prev does not match"},
 	}

@@ -1,12 +1,15 @@
 package journal
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/shadowgate/shadowgate/runtime"
 )
 
 // Session is a console login. The file keeps it under the SHA-256 of its
@@ -30,26 +33,41 @@ func sessionKey(cookie string) []byte {
 	return []byte(hex.EncodeToString(h[:]))
 }
 
-// Put stores a session under its cookie.
+// KindSession records a console session opened or closed. It names the
+// user, never the cookie.
+const KindSession runtime.Kind = "session"
+
+// Put stores a session under its cookie. Like every record, the session is
+// witnessed by an event (KindSession) written before Put returns, so a
+// session row put into the file by anything else is never honoured.
 func (s *Sessions) Put(cookie string, sess Session) error {
 	b, err := json.Marshal(sess)
 	if err != nil {
 		return err
 	}
-	return s.j.update(func(tx *bolt.Tx) error { return tx.Bucket(bSessions).Put(sessionKey(cookie), b) })
+	body, _ := json.Marshal(map[string]any{"op": "opened", "user": sess.User, "role": sess.Role, "remote": sess.Remote, "expires": sess.Expires})
+	rec := record{ref: ref{bucket: string(bSessions), key: string(sessionKey(cookie)), op: opPut, digest: digestOf(b)}, js: b}
+	_, err = s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, []record{rec}, nil, true)
+	return err
 }
 
 // Get returns the session of a cookie, if it exists and has not expired.
+// A session that no event backs is an error, not a login.
 func (s *Sessions) Get(cookie string, now time.Time) (Session, bool, error) {
 	var sess Session
 	var found bool
 	err := s.j.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bSessions).Get(sessionKey(cookie))
+		key := sessionKey(cookie)
+		v := tx.Bucket(bSessions).Get(key)
 		if v == nil {
 			return nil
 		}
+		js, err := s.j.backed(tx, bSessions, key, v)
+		if err != nil {
+			return err
+		}
 		found = true
-		return json.Unmarshal(v, &sess)
+		return json.Unmarshal(js, &sess)
 	})
 	if err != nil || !found || !now.Before(sess.Expires) {
 		return Session{}, false, err
@@ -57,35 +75,49 @@ func (s *Sessions) Get(cookie string, now time.Time) (Session, bool, error) {
 	return sess, true, nil
 }
 
-// Delete ends a session.
+// Delete ends a session, witnessed by an event.
 func (s *Sessions) Delete(cookie string) error {
-	return s.j.update(func(tx *bolt.Tx) error { return tx.Bucket(bSessions).Delete(sessionKey(cookie)) })
+	key := string(sessionKey(cookie))
+	var user string
+	_ = s.j.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bSessions).Get([]byte(key)); v != nil {
+			if _, js, err := unwrapRecord(v); err == nil {
+				var sess Session
+				if json.Unmarshal(js, &sess) == nil {
+					user = sess.User
+				}
+			}
+		}
+		return nil
+	})
+	if user == "" {
+		return nil // nothing to end
+	}
+	body, _ := json.Marshal(map[string]any{"op": "closed", "user": user})
+	rec := record{ref: ref{bucket: string(bSessions), key: key, op: opDelete}}
+	_, err := s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, []record{rec}, nil, true)
+	return err
 }
 
-// Prune deletes expired sessions and returns how many.
+// Prune deletes expired sessions and returns how many. The deletion is an
+// event, as every change of a record is.
 func (s *Sessions) Prune(now time.Time) (int, error) {
-	n := 0
-	err := s.j.update(func(tx *bolt.Tx) error {
-		n = 0
-		b := tx.Bucket(bSessions)
-		var old [][]byte
-		err := b.ForEach(func(k, v []byte) error {
-			var sess Session
-			if json.Unmarshal(v, &sess) != nil || !now.Before(sess.Expires) {
-				old = append(old, append([]byte(nil), k...))
+	old := recordEnded(bSessions, now, now)
+	var refs []record
+	err := s.j.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bSessions).ForEach(func(k, v []byte) error {
+			if _, js, err := unwrapRecord(v); err == nil && old(js) {
+				refs = append(refs, record{ref: ref{bucket: string(bSessions), key: string(k), op: opDeleteIf, digest: digestOf(js)}})
 			}
 			return nil
 		})
-		if err != nil {
-			return err
-		}
-		for _, k := range old {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		n = len(old)
-		return nil
 	})
-	return n, err
+	if err != nil || len(refs) == 0 {
+		return 0, err
+	}
+	body, _ := json.Marshal(map[string]any{"op": "expired", "sessions": len(refs)})
+	if _, err := s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, refs, nil, true); err != nil {
+		return 0, err
+	}
+	return len(refs), nil
 }

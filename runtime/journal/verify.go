@@ -2,10 +2,13 @@ package journal
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -24,6 +27,10 @@ type Report struct {
 	// BadSeq is the first sequence that fails, and Reason says how.
 	BadSeq uint64 `json:"bad_seq,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Records is the number of records checked against the events, and
+	// BadRecords names every one that disagrees with them.
+	Records    int      `json:"records"`
+	BadRecords []string `json:"bad_records,omitempty"`
 }
 
 // String is the one-line summary the CLI prints.
@@ -35,17 +42,29 @@ func (r Report) String() string {
 	if r.Anchor > 0 {
 		s += fmt.Sprintf(", anchored after pruned event %d", r.Anchor)
 	}
+	s += fmt.Sprintf(", %d records", r.Records)
 	if r.OK {
 		return s + ": ok"
 	}
-	return s + fmt.Sprintf(": BAD at seq %d: %s", r.BadSeq, r.Reason)
+	if r.Reason != "" {
+		s += fmt.Sprintf(": BAD at seq %d: %s", r.BadSeq, r.Reason)
+	}
+	if len(r.BadRecords) > 0 {
+		s += fmt.Sprintf(": %d BAD record(s):\n  %s", len(r.BadRecords), strings.Join(r.BadRecords, "\n  "))
+	}
+	return s
 }
 
 // Verify walks the whole chain and reports the first event that is
-// missing, moved, altered or not linked to the one before. It returns an
-// error only when it cannot read the file at all.
+// missing, moved, altered or not linked to the one before. It then
+// re-derives every record from the events that changed it and names each
+// record that was inserted, changed or deleted behind the journal's back,
+// and each meta key it does not know. It returns an error only when it
+// cannot read the file at all.
 func (j *DB) Verify(ctx context.Context) (Report, error) {
 	var r Report
+	want := map[string]map[string]*folded{}
+	var anchorSeq uint64
 	err := j.view(func(tx *bolt.Tx) error {
 		jb, meta := tx.Bucket(bJournal), tx.Bucket(bMeta)
 		if jb == nil || meta == nil {
@@ -61,7 +80,9 @@ func (j *DB) Verify(ctx context.Context) (Report, error) {
 		}
 		if anchor != nil {
 			r.Anchor, prev, expect = anchor.Seq, anchor.Hash, anchor.Seq+1
+			anchorSeq = anchor.Seq
 		}
+		var stored int64
 		bad := func(seq uint64, format string, args ...any) {
 			r.BadSeq, r.Reason = seq, fmt.Sprintf(format, args...)
 		}
@@ -98,6 +119,8 @@ func (j *DB) Verify(ctx context.Context) (Report, error) {
 			r.Last = key
 			prev = d.hash
 			expect = key + 1
+			stored += int64(len(v))
+			fold(want, key, d.refs)
 		}
 		head, err := j.link(tx, kHead)
 		if err != nil {
@@ -112,13 +135,88 @@ func (j *DB) Verify(ctx context.Context) (Report, error) {
 		case head != nil && head.Hash != prev:
 			bad(head.Seq, "the head's hash does not match event %d", head.Seq)
 		}
+		if r.Reason != "" {
+			return nil // records are checked against a whole chain only
+		}
+		r.BadRecords = append(r.BadRecords, checkMeta(meta, stored)...)
+		r.Records, r.BadRecords = checkRecords(tx, want, anchorSeq, time.Now(), r.BadRecords)
 		return nil
 	})
 	if err != nil {
 		return r, fmt.Errorf("verifying journal %s: %w", j.path, err)
 	}
-	r.OK = r.Reason == ""
+	r.OK = r.Reason == "" && len(r.BadRecords) == 0
 	return r, nil
+}
+
+// metaKeys are the keys the meta bucket may hold.
+var metaKeys = map[string]bool{string(kSchema): true, string(kHead): true, string(kAnchor): true, string(kBytes): true}
+
+// checkMeta names meta keys nobody writes, and a byte count that does not
+// match the events stored.
+func checkMeta(meta *bolt.Bucket, stored int64) []string {
+	var out []string
+	_ = meta.ForEach(func(k, v []byte) error {
+		if !metaKeys[string(k)] {
+			out = append(out, fmt.Sprintf("meta/%q: a key the journal never writes", k))
+		}
+		return nil
+	})
+	if v := meta.Get(kBytes); v != nil && (len(v) != 8 || int64(binary.BigEndian.Uint64(v)) != stored) {
+		out = append(out, fmt.Sprintf("meta/bytes: says %x, the events stored take %d bytes", v, stored))
+	}
+	return out
+}
+
+// checkRecords compares every record of the record buckets with what the
+// events say it must be, and names each that disagrees. It returns how
+// many records it checked.
+func checkRecords(tx *bolt.Tx, want map[string]map[string]*folded, anchor uint64, now time.Time, bad []string) (int, []string) {
+	n := 0
+	for _, bucket := range recordBuckets {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			continue
+		}
+		w := want[string(bucket)]
+		_ = b.ForEach(func(k, v []byte) error {
+			n++
+			name := string(bucket) + "/" + string(k)
+			seq, js, err := unwrapRecord(v)
+			if err != nil {
+				bad = append(bad, name+": names no event (inserted, or written by something other than the journal)")
+				return nil
+			}
+			f := w[string(k)]
+			switch {
+			case f == nil && seq > anchor:
+				bad = append(bad, fmt.Sprintf("%s: names event %d, which did not make it (inserted)", name, seq))
+			case f == nil && live(string(bucket), js, now):
+				bad = append(bad, fmt.Sprintf("%s: in force but backed only by pruned event %d (inserted, or its carry was lost)", name, seq))
+			case f == nil:
+				// history whose event was pruned
+			case f.deleted:
+				bad = append(bad, fmt.Sprintf("%s: event %d deleted it, but it is there (inserted)", name, f.seq))
+			case f.digest != digestOf(js):
+				bad = append(bad, fmt.Sprintf("%s: differs from what event %d wrote (modified)", name, f.seq))
+			case f.seq != seq:
+				bad = append(bad, fmt.Sprintf("%s: names event %d, but event %d made it (modified)", name, seq, f.seq))
+			}
+			return nil
+		})
+		for k, f := range w {
+			if !f.deleted && b.Get([]byte(k)) == nil {
+				bad = append(bad, fmt.Sprintf("%s/%s: made by event %d and never deleted by one, but it is gone (deleted)", bucket, k, f.seq))
+			}
+		}
+	}
+	for name := range want {
+		if !slices.ContainsFunc(recordBuckets, func(b []byte) bool { return string(b) == name }) {
+			bad = append(bad, fmt.Sprintf("events change records of an unknown bucket %q", name))
+		}
+	}
+	slices.Sort(bad)
+	return n, bad
 }
 
 // Filter selects events for Export.

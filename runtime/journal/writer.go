@@ -19,6 +19,12 @@ const maxBatch = 16384
 // batches, one transaction and one fsync each, until Close.
 func (j *DB) writer() {
 	defer close(j.writerDone)
+	select {
+	case <-j.verified:
+	case <-j.quit:
+		j.flushOnce()
+		return
+	}
 	j.pruneRecords(time.Now())
 	prune := time.NewTicker(time.Hour)
 	defer prune.Stop()
@@ -129,6 +135,17 @@ func (j *DB) flushOnce() {
 		return
 	}
 	j.committed = last
+	j.committedHash = batch[len(batch)-1].hash
+	if j.opts.Checkpoint.Signer != nil && last-j.lastCheckpointSize >= j.opts.Checkpoint.Every {
+		select {
+		case j.ckKick <- struct{}{}:
+		default:
+		}
+	}
+	if j.carrySeq != 0 && last >= j.carrySeq {
+		j.carrySeq = 0 // carried: the next prune looks again
+	}
+	j.carryLocked()
 	if j.opts.OnCommit != nil {
 		j.opts.OnCommit(took, len(batch))
 	}
@@ -189,7 +206,7 @@ func (j *DB) writeBatch(tx *bolt.Tx, batch []item) (uint64, uint64, error) {
 		}
 		added += int64(len(it.value))
 		for _, r := range it.records {
-			if err := tx.Bucket(r.bucket).Put(r.key, r.value); err != nil {
+			if err := applyRecord(tx, it.ev.Seq, r); err != nil {
 				return 0, 0, fmt.Errorf("records of event %d: %w", it.ev.Seq, err)
 			}
 		}
@@ -209,9 +226,54 @@ func (j *DB) writeBatch(tx *bolt.Tx, batch []item) (uint64, uint64, error) {
 	return pruned, anchor, meta.Put(kBytes, binary.BigEndian.AppendUint64(nil, uint64(total)))
 }
 
-// record is one put of a record into its bucket.
+// record is one change of a record, as an event witnesses it (ref) and
+// the writer applies it: js is the record's JSON for opPut.
 type record struct {
-	bucket, key, value []byte
+	ref
+	js []byte
+}
+
+func (r record) bucketName() []byte { return []byte(r.bucket) }
+
+// applyRecord makes the change r of the event seq in its bucket. The
+// conditional operations act only if the stored record still has the
+// digest they were chosen with; fold mirrors this exactly.
+func applyRecord(tx *bolt.Tx, seq uint64, r record) error {
+	b := tx.Bucket(r.bucketName())
+	if b == nil {
+		return fmt.Errorf("no bucket %q", r.bucket)
+	}
+	key := []byte(r.key)
+	switch r.op {
+	case opPut:
+		return b.Put(key, wrapRecord(seq, r.js))
+	case opDelete:
+		return b.Delete(key)
+	}
+	v := b.Get(key)
+	if v == nil {
+		return nil
+	}
+	_, js, err := unwrapRecord(v)
+	if err != nil || digestOf(js) != r.digest {
+		return nil // changed since it was chosen: left as it is
+	}
+	if r.op == opDeleteIf {
+		return b.Delete(key)
+	}
+	return b.Put(key, wrapRecord(seq, append([]byte(nil), js...)))
+}
+
+// refsOf returns what an event witnesses of its records.
+func refsOf(rs []record) []ref {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]ref, len(rs))
+	for i, r := range rs {
+		out[i] = r.ref
+	}
+	return out
 }
 
 // encodeRecords encodes the records an entry carries, as the caller holds
@@ -223,7 +285,7 @@ func encodeRecords(e *runtime.Entry) ([]record, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, record{bucket: bucket, key: []byte(key), value: b})
+		out = append(out, record{ref: ref{bucket: string(bucket), key: key, op: opPut, digest: digestOf(b)}, js: b})
 		return nil
 	}
 	var errs []error
@@ -256,9 +318,11 @@ func encodeRecords(e *runtime.Entry) ([]record, error) {
 
 // pruneEvents deletes the oldest events while the journal holds more than
 // MaxEvents or MaxBytes, down to nine tenths of each so that pruning is not
-// paid on every commit. The newest event always stays. The last deleted
-// becomes the anchor. It returns the bytes left, how many it deleted, and
-// the anchor's sequence.
+// paid on every commit. The newest event always stays, and so does every
+// event that backs a live record (see live): those records are carried by
+// a new event first (j.carry), and pruning goes past them once it is
+// written. The last deleted becomes the anchor. It returns the bytes left,
+// how many it deleted, and the anchor's sequence.
 func (j *DB) pruneEvents(tx *bolt.Tx, total int64) (int64, uint64, uint64, error) {
 	jb := tx.Bucket(bJournal)
 	c := jb.Cursor()
@@ -273,10 +337,17 @@ func (j *DB) pruneEvents(tx *bolt.Tx, total int64) (int64, uint64, uint64, error
 		return total, 0, 0, nil
 	}
 	wantCount, wantBytes := int64(j.opts.MaxEvents)*9/10, j.opts.MaxBytes*9/10
+	// The newest event pruning would delete, before live records are seen.
+	target, left, n := uint64(0), total, count
+	for k, v := c.First(); k != nil && n > 1 && (n > wantCount || left > wantBytes); k, v = c.Next() {
+		target, left, n = keySeq(k), left-int64(len(v)), n-1
+	}
+	if floor := j.pruneFloor(tx, target); floor <= target {
+		target = floor - 1
+	}
 	var anchor link
 	pruned := uint64(0)
-	for count > 1 && (count > wantCount || total > wantBytes) {
-		k, v := c.First()
+	for k, v := c.First(); k != nil && keySeq(k) <= target; k, v = c.First() {
 		if len(v) < hashSize {
 			return total, 0, 0, fmt.Errorf("event %d is too short to prune", keySeq(k))
 		}
@@ -286,7 +357,6 @@ func (j *DB) pruneEvents(tx *bolt.Tx, total int64) (int64, uint64, uint64, error
 		if err := c.Delete(); err != nil {
 			return total, 0, 0, err
 		}
-		count--
 		pruned++
 	}
 	if pruned == 0 {
@@ -295,78 +365,122 @@ func (j *DB) pruneEvents(tx *bolt.Tx, total int64) (int64, uint64, uint64, error
 	return max(total, 0), pruned, anchor.Seq, tx.Bucket(bMeta).Put(kAnchor, anchor.encode())
 }
 
-// pruneRecords deletes records that ended before the retention window:
-// terminal attempts, answered approvals, ended runs and spent rules.
-// Pending approvals, open attempts and the state are never pruned.
-func (j *DB) pruneRecords(now time.Time) {
-	cutoff := now.Add(-j.opts.KeepRecords)
-	var n int
-	err := j.update(func(tx *bolt.Tx) error {
-		n = 0
-		del := func(bucket []byte, old func(v []byte) (bool, error)) error {
-			b := tx.Bucket(bucket)
-			var keys [][]byte
-			err := b.ForEach(func(k, v []byte) error {
-				drop, err := old(v)
-				if err != nil {
-					return fmt.Errorf("%s %s: %w", bucket, k, err)
-				}
-				if drop {
-					keys = append(keys, append([]byte(nil), k...))
-				}
-				return nil
-			})
-			if err != nil {
-				return err
+// pruneFloor returns the oldest event that backs a live record and must
+// stay, looking only at events up to target; beyond target it returns
+// target+1. Live records backed at or below target are set aside in
+// j.carryRefs, to be carried by an event once this write is done. While a
+// carry is on its way the floor is the one it found, without a new scan.
+// It runs on the writer only.
+func (j *DB) pruneFloor(tx *bolt.Tx, target uint64) uint64 {
+	if j.carrySeq != 0 || len(j.carryRefs) > 0 {
+		return j.carryFloor
+	}
+	floor := target + 1
+	now := time.Now()
+	for _, bucket := range recordBuckets {
+		_ = tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			seq, js, err := unwrapRecord(v)
+			if err != nil || seq > target || !live(string(bucket), js, now) {
+				return nil // verify names what cannot be read
 			}
-			for _, k := range keys {
-				if err := b.Delete(k); err != nil {
-					return err
-				}
-			}
-			n += len(keys)
+			floor = min(floor, seq)
+			j.carryRefs = append(j.carryRefs, record{ref: ref{bucket: string(bucket), key: string(k), op: opCarry, digest: digestOf(js)}})
 			return nil
-		}
-		return firstErr(
-			del(bEffects, func(v []byte) (bool, error) {
-				var a runtime.Attempt
-				err := json.Unmarshal(v, &a)
-				return a.State.Terminal() && a.Updated.Before(cutoff), err
-			}),
-			del(bApprovals, func(v []byte) (bool, error) {
-				var a runtime.Approval
-				err := json.Unmarshal(v, &a)
-				return a.Status != runtime.ApprovalPending && a.RequestedAt.Before(cutoff), err
-			}),
-			del(bRuns, func(v []byte) (bool, error) {
-				var r runtime.RunRecord
-				err := json.Unmarshal(v, &r)
-				return r.Status == runtime.RunEnded && r.EndedAt.Before(cutoff), err
-			}),
-			del(bRules, func(v []byte) (bool, error) {
-				var r runtime.RuleRecord
-				err := json.Unmarshal(v, &r)
-				spent := r.Revoked || (!r.Rule.ExpiresAt.IsZero() && r.Rule.ExpiresAt.Before(cutoff))
-				return spent && r.MadeAt.Before(cutoff), err
-			}),
-		)
-	})
-	if err != nil {
-		// A record that cannot be read is kept, and the journal goes on:
-		// retention is housekeeping, not witness.
-		j.log.Warn("journal records not pruned", "path", j.path, "error", err)
+		})
+	}
+	j.carryFloor = floor
+	return floor
+}
+
+// carryLocked queues the event that carries the live records pruneFloor set
+// aside. j.mu must be held; it runs on the writer only.
+func (j *DB) carryLocked() {
+	if len(j.carryRefs) == 0 || j.carrySeq != 0 {
 		return
 	}
-	if n > 0 {
-		j.log.Info("journal records pruned", "path", j.path, "records", n, "older_than", cutoff.Format(time.RFC3339))
+	refs := j.carryRefs
+	j.carryRefs = nil
+	body, _ := json.Marshal(map[string]any{"carried": len(refs), "why": "the events that made these records are about to be pruned"})
+	ev, _, err := j.enqueueLocked(runtime.Event{Kind: KindRecords, Body: body}, refs, nil, false)
+	if err != nil {
+		return // failed: nothing more is written anyway
+	}
+	j.carrySeq = ev.Seq
+}
+
+// pruneRecords deletes records that ended before the retention window:
+// terminal attempts, answered approvals, ended runs and spent rules, and
+// sessions that expired. Pending approvals, open attempts and the state are
+// never pruned. The deletions are an event like any other change, so that
+// verify can tell them from a record removed behind the journal's back.
+func (j *DB) pruneRecords(now time.Time) {
+	cutoff := now.Add(-j.opts.KeepRecords)
+	var refs []record
+	err := j.view(func(tx *bolt.Tx) error {
+		for _, bucket := range recordBuckets {
+			old := recordEnded(bucket, cutoff, now)
+			if old == nil {
+				continue
+			}
+			_ = tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+				_, js, err := unwrapRecord(v)
+				if err != nil || !old(js) {
+					return nil // a record that cannot be read is kept for verify to name
+				}
+				refs = append(refs, record{ref: ref{bucket: string(bucket), key: string(k), op: opDeleteIf, digest: digestOf(js)}})
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil || len(refs) == 0 {
+		if err != nil {
+			j.log.Warn("journal records not pruned", "path", j.path, "error", err)
+		}
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"pruned": len(refs), "older_than": cutoff})
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, _, err := j.enqueueLocked(runtime.Event{Kind: KindRecords, Body: body}, refs, nil, false); err == nil {
+		j.log.Info("journal records pruned", "path", j.path, "records", len(refs), "older_than", cutoff.Format(time.RFC3339))
 	}
 }
 
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
+// recordEnded returns the test of a record of bucket that retention may
+// delete, or nil if none of the bucket's records are ever deleted.
+func recordEnded(bucket []byte, cutoff, now time.Time) func(js []byte) bool {
+	switch string(bucket) {
+	case string(bEffects):
+		return func(js []byte) bool {
+			var a runtime.Attempt
+			return json.Unmarshal(js, &a) == nil && a.State.Terminal() && a.Updated.Before(cutoff)
+		}
+	case string(bApprovals):
+		return func(js []byte) bool {
+			var a runtime.Approval
+			return json.Unmarshal(js, &a) == nil && a.Status != runtime.ApprovalPending && a.RequestedAt.Before(cutoff)
+		}
+	case string(bRuns):
+		return func(js []byte) bool {
+			var r runtime.RunRecord
+			return json.Unmarshal(js, &r) == nil && r.Status == runtime.RunEnded && r.EndedAt.Before(cutoff)
+		}
+	case string(bRules):
+		return func(js []byte) bool {
+			var r runtime.RuleRecord
+			if json.Unmarshal(js, &r) != nil {
+				return false
+			}
+			spent := r.Revoked || (!r.Rule.ExpiresAt.IsZero() && r.Rule.ExpiresAt.Before(cutoff))
+			return spent && r.MadeAt.Before(cutoff)
+		}
+	case string(bSessions):
+		return func(js []byte) bool {
+			var s Session
+			return json.Unmarshal(js, &s) == nil && !now.Before(s.Expires)
 		}
 	}
 	return nil
 }
+
