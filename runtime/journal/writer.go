@@ -483,4 +483,3 @@ func recordEnded(bucket []byte, cutoff, now time.Time) func(js []byte) bool {
 	}
 	return nil
 }
-
