@@ -56,6 +56,39 @@ type Built struct {
 	// Web configures the console; nil when it is turned off. Its Users,
 	// Sessions, Verify, stats and Logger are set by Run.
 	Web *web.Options
+	// Person names the person behind a principal, for the engine's
+	// four-eyes (runtime.Options.Person): the user of "mqtt:<user>" and
+	// "console:<user>", the holder of "api:<token>" ("token:<name>" when
+	// the token names none), the user of the uplink ("uplink:<client id>"
+	// when it names none). Any other principal is a person of its own.
+	Person func(principal string) string
+}
+
+// people knows who holds each token and the uplink.
+type people struct {
+	tokens map[string]string // token name -> person
+	uplink map[string]string // uplink principal -> person
+}
+
+func (pp *people) person(principal string) string {
+	kind, name, ok := strings.Cut(principal, ":")
+	if !ok || name == "" {
+		return principal
+	}
+	switch kind {
+	case "mqtt", "console":
+		return name
+	case "api":
+		if who, ok := pp.tokens[name]; ok {
+			return who
+		}
+		return "token:" + name
+	case "uplink":
+		if who, ok := pp.uplink[principal]; ok {
+			return who
+		}
+	}
+	return principal
 }
 
 // Driver types this build knows.
@@ -70,7 +103,9 @@ type checker struct {
 	file string
 	root *yaml.Node
 	errs []error
-	caps map[string]devices.Capability // "device.capability"
+	// budget is how many more nodes shape may visit.
+	budget int
+	caps   map[string]devices.Capability // "device.capability"
 }
 
 // path is a place in the document: keys and indices.
@@ -94,11 +129,14 @@ func (p path) String() string {
 
 func (p path) with(el ...any) path { return append(append(path{}, p...), el...) }
 
-// line finds the line of the node at p, or of its deepest ancestor present.
-func (c *checker) line(p path) int {
+// place finds the line and column of the node at p, or of its deepest
+// ancestor present.
+func (c *checker) place(p path) (int, int) {
 	n := c.root
-	line := n.Line
 	for _, el := range p {
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
 		var next *yaml.Node
 		switch v := el.(type) {
 		case string:
@@ -121,13 +159,14 @@ func (c *checker) line(p path) int {
 		if next == nil {
 			break
 		}
-		n, line = next, next.Line
+		n = next
 	}
-	return line
+	return n.Line, n.Column
 }
 
 func (c *checker) errf(p path, format string, args ...any) {
-	c.errs = append(c.errs, &ConfigError{File: c.file, Line: c.line(p), Path: p.String(), Msg: fmt.Sprintf(format, args...)})
+	line, col := c.place(p)
+	c.errs = append(c.errs, &ConfigError{File: c.file, Line: line, Column: col, Path: p.String(), Msg: fmt.Sprintf(format, args...)})
 }
 
 // duration parses an optional duration; empty gives def.
@@ -151,6 +190,10 @@ func (c *checker) value(p path, n *yaml.Node, t devices.Type, enum []string) (de
 	}
 	if n.Kind != yaml.ScalarNode {
 		c.errf(p, "want a %s, got a YAML collection", t)
+		return devices.Value{}, false
+	}
+	if t == devices.TypeBool && n.ShortTag() != "!!bool" && yaml11Bools[strings.ToLower(n.Value)] {
+		c.errf(p, "%q is not a boolean in YAML 1.2: write true or false", n.Value)
 		return devices.Value{}, false
 	}
 	var raw []byte
@@ -263,6 +306,7 @@ func (c *checker) build(cfg *Config) *Built {
 		b.Uplink = c.uplink(path{"uplink"}, cfg.Uplink, b.GatewayID)
 	}
 	b.Web = c.web(path{"web"}, cfg.Web)
+	b.Person = c.people(cfg, b).person
 	b.Sim = map[string]sim.Options{}
 	for i, d := range cfg.Drivers {
 		if d.Sim == nil {
@@ -850,6 +894,36 @@ func (c *checker) uplink(p path, uc *UplinkConfig, gatewayID string) *uplink.Opt
 	o.MaxCommandAge = c.duration(p.with("max_command_age"), uc.MaxCommandAge, 0)
 	o.ReconnectMax = c.duration(p.with("reconnect_max"), uc.ReconnectMax, 0)
 	return o
+}
+
+// people checks the users that tokens and the uplink name, and returns who
+// is behind each.
+func (c *checker) people(cfg *Config, b *Built) *people {
+	pp := &people{tokens: map[string]string{}, uplink: map[string]string{}}
+	users := map[string]bool{}
+	for _, u := range b.Users {
+		users[u.Name] = true
+	}
+	known := func(p path, user string) bool {
+		if users[user] {
+			return true
+		}
+		c.errf(p, "unknown user %q (name one of users)", user)
+		return false
+	}
+	for i, tc := range cfg.Web.Tokens {
+		if tc.User != "" && known(path{"web", "tokens", i, "user"}, tc.User) {
+			pp.tokens[tc.Name] = tc.User
+		}
+	}
+	if cfg.Uplink != nil && b.Uplink != nil && cfg.Uplink.User != "" && known(path{"uplink", "user"}, cfg.Uplink.User) {
+		principal := b.Uplink.Principal
+		if principal == "" {
+			principal = "uplink:" + b.Uplink.ClientID
+		}
+		pp.uplink[principal] = cfg.Uplink.User
+	}
+	return pp
 }
 
 var tokenHash = regexp.MustCompile(`^[0-9a-f]{64}$`)

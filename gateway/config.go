@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -48,6 +50,11 @@ type WebConfig struct {
 type TokenConfig struct {
 	Name string `yaml:"name"`
 	Role string `yaml:"role"`
+	// User is the person who holds the token, one of users. Four-eyes
+	// counts people: a token's holder approving through the API is the same
+	// person as on MQTT or the console. A token without one is a person of
+	// its own, "token:<name>".
+	User string `yaml:"user"`
 	// TokenHash is the SHA-256 of the token in hex; shadowgate hash-token
 	// makes a token and its hash.
 	TokenHash string `yaml:"token_hash"`
@@ -59,6 +66,10 @@ type UplinkConfig struct {
 	URL string `yaml:"url"`
 	// ClientID defaults to the gateway id.
 	ClientID string `yaml:"client_id"`
+	// User is the person behind commands and answers from upstream, one of
+	// users. Without one the uplink is a person of its own,
+	// "uplink:<client id>".
+	User     string `yaml:"user"`
 	Username string `yaml:"username"`
 	// PasswordFile holds the password.
 	PasswordFile string `yaml:"password_file"`
@@ -343,6 +354,9 @@ type ExpectConfig struct {
 type ConfigError struct {
 	File string
 	Line int
+	// Column is the column of the value at fault, from 1; zero when the
+	// parser does not say.
+	Column int
 	// Path is where in the document: "devices[2].capabilities[0].envelope".
 	Path string
 	Msg  string
@@ -353,6 +367,9 @@ func (e *ConfigError) Error() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		b.WriteString(":" + strconv.Itoa(e.Line))
+		if e.Column > 0 {
+			b.WriteString(":" + strconv.Itoa(e.Column))
+		}
 	}
 	b.WriteString(": ")
 	if e.Path != "" {
@@ -375,7 +392,8 @@ func LoadFile(path string) (*Built, error) {
 }
 
 // Load parses and checks a configuration. Every error names the file, the
-// line and what is wrong; all errors found are returned, joined.
+// line and column, the key path and what is wrong, in the terms of the file
+// (never of the program); all errors found are returned, joined.
 func Load(file string, data []byte) (*Built, error) {
 	if len(data) > MaxConfigSize {
 		return nil, &ConfigError{File: file, Msg: "the file is larger than 4 MiB"}
@@ -387,6 +405,11 @@ func Load(file string, data []byte) (*Built, error) {
 	if root.Kind == 0 || len(root.Content) == 0 {
 		return nil, &ConfigError{File: file, Line: 1, Msg: "the configuration is empty"}
 	}
+	c := &checker{file: file, root: root.Content[0], budget: maxShapeNodes}
+	c.shape(c.root, reflect.TypeFor[Config](), path{})
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
 	var cfg Config
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -397,7 +420,6 @@ func Load(file string, data []byte) (*Built, error) {
 	if err := dec.Decode(&extra); err == nil {
 		return nil, &ConfigError{File: file, Line: extra.Line, Msg: "more than one YAML document; a configuration is one document"}
 	}
-	c := &checker{file: file, root: root.Content[0]}
 	b := c.build(&cfg)
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
@@ -405,7 +427,206 @@ func Load(file string, data []byte) (*Built, error) {
 	return b, nil
 }
 
-// yamlError turns a yaml error into ConfigErrors with lines.
+// maxShapeNodes bounds the nodes shape visits, aliases expanded, so that
+// an alias bomb cannot make it run for long; past it the decoder judges.
+const maxShapeNodes = 1 << 20
+
+var nodeType = reflect.TypeFor[yaml.Node]()
+
+// yaml11Bools are the words YAML 1.1 read as booleans. YAML 1.2 reads them
+// as text, so in a bool they are an error: a person who wrote "enabled: no"
+// should not be guessed at.
+var yaml11Bools = map[string]bool{"y": true, "yes": true, "n": true, "no": true, "on": true, "off": true}
+
+// shape checks node n against the configuration type t before decoding, so
+// that every error names the place in the file and says what was expected
+// in words, not in Go types: unknown and repeated keys, a list where a
+// mapping belongs, text where a number or a bool belongs, YAML 1.1 booleans.
+// Values that are themselves YAML nodes (device values) are checked later.
+func (c *checker) shape(n *yaml.Node, t reflect.Type, p path) {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || c.budget <= 0 {
+		return
+	}
+	c.budget--
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nodeType || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null") {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			c.shapeErr(n, p, "expected a mapping of keys (key: value), found "+found(n))
+			return
+		}
+		c.shapeStruct(n, t, p, map[string]int{})
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			c.shapeErr(n, p, "expected a mapping of names to settings, found "+found(n))
+			return
+		}
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if c.repeated(k, p, seen) {
+				continue
+			}
+			c.shape(n.Content[i+1], t.Elem(), p.with(k.Value))
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			c.shapeErr(n, p, "expected a list, found "+found(n))
+			return
+		}
+		for i, el := range n.Content {
+			c.shape(el, t.Elem(), p.with(i))
+		}
+	default:
+		c.shapeScalar(n, t, p)
+	}
+}
+
+// shapeStruct checks the keys of mapping n against the fields of struct t.
+// seen holds the keys met so far, across merged mappings.
+func (c *checker) shapeStruct(n *yaml.Node, t reflect.Type, p path, seen map[string]int) {
+	fields := map[string]reflect.Type{}
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = f.Type
+		names = append(names, name)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			for v != nil && v.Kind == yaml.AliasNode {
+				v = v.Alias
+			}
+			switch {
+			case v != nil && v.Kind == yaml.MappingNode && c.budget > 0:
+				c.budget--
+				c.shapeStruct(v, t, p, seen)
+			case v != nil && v.Kind == yaml.SequenceNode:
+				for _, m := range v.Content {
+					for m != nil && m.Kind == yaml.AliasNode {
+						m = m.Alias
+					}
+					if m != nil && m.Kind == yaml.MappingNode && c.budget > 0 {
+						c.budget--
+						c.shapeStruct(m, t, p, seen)
+					}
+				}
+			}
+			continue
+		}
+		if c.repeated(k, p, seen) {
+			continue
+		}
+		ft, ok := fields[k.Value]
+		if !ok {
+			c.shapeErr(k, p.with(k.Value), "unknown key "+strconv.Quote(k.Value)+" (known keys here: "+strings.Join(names, ", ")+")")
+			continue
+		}
+		c.shape(v, ft, p.with(k.Value))
+	}
+}
+
+// repeated reports, as an error, a key that is not text or that appears
+// twice in one mapping.
+func (c *checker) repeated(k *yaml.Node, p path, seen map[string]int) bool {
+	if k.Kind != yaml.ScalarNode {
+		c.shapeErr(k, p, "a key must be a name, found "+found(k))
+		return true
+	}
+	if line, dup := seen[k.Value]; dup {
+		c.shapeErr(k, p.with(k.Value), "key "+strconv.Quote(k.Value)+" appears twice (first on line "+strconv.Itoa(line)+")")
+		return true
+	}
+	seen[k.Value] = k.Line
+	return false
+}
+
+// shapeScalar checks a value of a scalar type: a bool, a number or text.
+func (c *checker) shapeScalar(n *yaml.Node, t reflect.Type, p path) {
+	var want string
+	switch t.Kind() {
+	case reflect.Bool:
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
+			return
+		}
+		if n.Kind == yaml.ScalarNode && yaml11Bools[strings.ToLower(n.Value)] {
+			c.shapeErr(n, p, strconv.Quote(n.Value)+" is not a boolean in YAML 1.2: write true or false")
+			return
+		}
+		want = "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		want = "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "a whole number, 0 or more"
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	case reflect.String:
+		if n.Kind == yaml.ScalarNode {
+			return
+		}
+		want = "a single value (text)"
+	default:
+		return // no such field in the configuration types
+	}
+	// The decoder would cut 1.5 down to 1 for a whole number: only an
+	// integer may go there.
+	whole := strings.HasPrefix(want, "a whole number")
+	if n.Kind == yaml.ScalarNode && t.Kind() != reflect.Bool && (!whole || n.ShortTag() == "!!int") &&
+		n.Decode(reflect.New(t).Interface()) == nil {
+		return
+	}
+	msg := "expected " + want + ", found " + found(n)
+	if n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+		msg += " (a quoted value is text; remove the quotes)"
+	} else if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") && whole {
+		msg += " (out of range, or not whole)"
+	}
+	c.shapeErr(n, p, msg)
+}
+
+// found describes a node for an error message.
+func found(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping (key: value)"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	switch n.ShortTag() {
+	case "!!int", "!!float":
+		return "the number " + v
+	case "!!bool":
+		return "the boolean " + v
+	}
+	return "the text " + strconv.Quote(v)
+}
+
+func (c *checker) shapeErr(n *yaml.Node, p path, msg string) {
+	c.errs = append(c.errs, &ConfigError{File: c.file, Line: n.Line, Column: n.Column, Path: p.String(), Msg: msg})
+}
+
+// goTypes matches the program's own type names in a decoder message.
+var goTypes = regexp.MustCompile(` (in|into) (type )?[*\[\]a-zA-Z0-9_.]+`)
+
+// yamlError turns a parser error into ConfigErrors with lines, in words
+// about the file: the program's type names are dropped.
 func yamlError(file string, err error) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -418,7 +639,7 @@ func yamlError(file string, err error) error {
 					msg = rest[i+2:]
 				}
 			}
-			errs = append(errs, &ConfigError{File: file, Line: line, Msg: msg})
+			errs = append(errs, &ConfigError{File: file, Line: line, Msg: plainYAML(msg)})
 		}
 		return errors.Join(errs...)
 	}
@@ -430,5 +651,22 @@ func yamlError(file string, err error) error {
 			msg = rest[i+2:]
 		}
 	}
-	return &ConfigError{File: file, Line: line, Msg: msg}
+	return &ConfigError{File: file, Line: line, Msg: plainYAML(msg)}
+}
+
+// plainYAML rewrites a decoder message without the program's type names.
+func plainYAML(msg string) string {
+	if rest, ok := strings.CutPrefix(msg, "field "); ok {
+		if name, _, ok := strings.Cut(rest, " not found"); ok {
+			return "unknown key " + strconv.Quote(name)
+		}
+	}
+	if rest, ok := strings.CutPrefix(msg, "cannot unmarshal "); ok {
+		if _, v, ok := strings.Cut(rest, " `"); ok {
+			v, _, _ = strings.Cut(v, "`")
+			return "the value " + strconv.Quote(v) + " is not the kind of value this key takes"
+		}
+		return "a value is not the kind this key takes"
+	}
+	return goTypes.ReplaceAllString(msg, "")
 }

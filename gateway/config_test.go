@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/runtime"
 )
@@ -48,33 +51,33 @@ func TestDemoConfigLoads(t *testing.T) {
 var badConfigs = []struct {
 	name, yaml, want string
 }{
-	{"unknown key", strings.Replace(minimal, "address: tank", "adress: tank", 1), "c.yaml:6: field adress not found in type gateway.DeviceConfig"},
+	{"unknown key", strings.Replace(minimal, "address: tank", "adress: tank", 1), `c.yaml:6:5: devices[0].adress: unknown key "adress" (known keys here: id, area, driver, address, capabilities)`},
 	{"syntax", "gateway: {id: t\n", "c.yaml:1: did not find expected ',' or '}'"},
 	{"empty", "", "c.yaml:1: the configuration is empty"},
-	{"string bool", strings.Replace(minimal, "value: 10", `value: "10"`, 1), `c.yaml:17: devices[1].capabilities[0].interlocks[0].value: want a number, got a string`},
-	{"huge number", strings.Replace(minimal, "value: 10", "value: 1e400", 1), `c.yaml:17: devices[1].capabilities[0].interlocks[0].value: want a number: number "1e400" is out of range`},
-	{"unknown sensor", strings.Replace(minimal, "sensor: tank-1.level", "sensor: tank-2.level", 1), `c.yaml:17: devices[1].capabilities[0].interlocks[0].sensor: unknown reading "tank-2.level" (write device.capability)`},
+	{"string bool", strings.Replace(minimal, "value: 10", `value: "10"`, 1), `c.yaml:17:61: devices[1].capabilities[0].interlocks[0].value: want a number, got a string`},
+	{"huge number", strings.Replace(minimal, "value: 10", "value: 1e400", 1), `c.yaml:17:61: devices[1].capabilities[0].interlocks[0].value: want a number: number "1e400" is out of range`},
+	{"unknown sensor", strings.Replace(minimal, "sensor: tank-1.level", "sensor: tank-2.level", 1), `c.yaml:17:31: devices[1].capabilities[0].interlocks[0].sensor: unknown reading "tank-2.level" (write device.capability)`},
 	{"bad op", strings.Replace(minimal, `op: ">"`, `op: "=>"`, 1), `devices[1].capabilities[0].interlocks[0].op: unknown operator "=>"`},
-	{"unknown driver", strings.Replace(minimal, "    driver: sim\n    address: pump", "    driver: gpio\n    address: pump", 1), `c.yaml:9: devices[1].driver: unknown driver "gpio"; define it under drivers`},
-	{"bad kind", strings.Replace(minimal, "kind: sensor", "kind: meter", 1), `c.yaml:7: devices[0].capabilities[0].kind: unknown capability kind "meter" (want sensor or actuator)`},
-	{"sim misfit", strings.Replace(minimal, "address: tank", "address: boiler", 1), `c.yaml:6: devices[0].address: sim device tank-1: unknown address "boiler"`},
+	{"unknown driver", strings.Replace(minimal, "    driver: sim\n    address: pump", "    driver: gpio\n    address: pump", 1), `c.yaml:9:13: devices[1].driver: unknown driver "gpio"; define it under drivers`},
+	{"bad kind", strings.Replace(minimal, "kind: sensor", "kind: meter", 1), `c.yaml:7:40: devices[0].capabilities[0].kind: unknown capability kind "meter" (want sensor or actuator)`},
+	{"sim misfit", strings.Replace(minimal, "address: tank", "address: boiler", 1), `c.yaml:6:14: devices[0].address: sim device tank-1: unknown address "boiler"`},
 	{"duplicate device", strings.Replace(minimal, "id: pump-1", "id: tank-1", 1), `devices[1].id: device tank-1 is defined twice`},
-	{"bad duration", minimal + "approvals: {timeout: soon}\n", `c.yaml:18: approvals.timeout: "soon" is not a positive duration`},
-	{"unknown mode", minimal + "mode: turbo\n", `c.yaml:18: mode: unknown mode "turbo"`},
+	{"bad duration", minimal + "approvals: {timeout: soon}\n", `c.yaml:18:22: approvals.timeout: "soon" is not a positive duration`},
+	{"unknown mode", minimal + "mode: turbo\n", `c.yaml:18:7: mode: unknown mode "turbo"`},
 	{"mode widens base", minimal + "modes: [{name: wild, base: observe, ceiling: {reads: ['**'], writes: ['**']}}]\n",
-		`c.yaml:18: modes[0]: mode wild does not narrow its base observe: its ceiling is wider than observe's in writes`},
+		`c.yaml:18:9: modes[0]: mode wild does not narrow its base observe: its ceiling is wider than observe's in writes`},
 	{"mode bad base", minimal + "modes: [{name: x, base: turbo}]\n", `modes[0].base: base "turbo" is not a shipped mode`},
 	{"rule bad decision", minimal + "rules: [{id: r, principal: '*', device: pump-1, capability: 'on', decision: maybe}]\n", `rules[0]: rule r has decision "maybe"`},
 	{"plan write to sensor", minimal + "plans: [{name: p, steps: [{write: tank-1.level, value: 3}]}]\n", `plans[0].steps[0].write: "tank-1.level" is not an actuator device.capability`},
 	{"plan two ops", minimal + "plans: [{name: p, steps: [{wait: 1s, read: tank-1.level}]}]\n", `plans[0].steps[0]: a step is exactly one of read, write, wait or expect`},
-	{"plan bool as yes", minimal + "plans: [{name: p, steps: [{write: pump-1.on, value: yes}]}]\n", `plans[0].steps[0].value: want a bool, got a string`},
+	{"plan bool as yes", minimal + "plans: [{name: p, steps: [{write: pump-1.on, value: yes}]}]\n", `plans[0].steps[0].value: "yes" is not a boolean in YAML 1.2: write true or false`},
 	{"confirm without read-back", strings.Replace(minimal, "        read_back: true\n", "", 1) + "        confirm: {read_back: true}\n", `confirm.read_back: pump-1.on has no read-back`},
 	{"two documents", minimal + "---\ngateway: {id: u}\n", "more than one YAML document"},
-	{"journal bad size", minimal + "journal: {max_bytes: 12MB}\n", `c.yaml:18: journal.max_bytes: "12MB" is not a size (write it like 128MiB`},
-	{"journal tiny file", minimal + "journal: {max_file_size: 4KiB}\n", `c.yaml:18: journal.max_file_size: 4KiB is too small for a journal`},
-	{"journal bad keep", minimal + "journal: {keep_records: 30d}\n", `c.yaml:18: journal.keep_records: "30d" is not a positive duration`},
+	{"journal bad size", minimal + "journal: {max_bytes: 12MB}\n", `c.yaml:18:22: journal.max_bytes: "12MB" is not a size (write it like 128MiB`},
+	{"journal tiny file", minimal + "journal: {max_file_size: 4KiB}\n", `c.yaml:18:26: journal.max_file_size: 4KiB is too small for a journal`},
+	{"journal bad keep", minimal + "journal: {keep_records: 30d}\n", `c.yaml:18:25: journal.keep_records: "30d" is not a positive duration`},
 	{"sim fault unknown device", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: {boiler-1: {stuck: true}}}}]", 1),
-		`c.yaml:2: drivers[0].sim.faults.boiler-1: no device boiler-1 on driver sim`},
+		`c.yaml:2:59: drivers[0].sim.faults.boiler-1: no device boiler-1 on driver sim`},
 	{"sim fault bad delay", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: {pump-1: {ack_delay: forever}}}}]", 1),
 		`drivers[0].sim.faults.pump-1.ack_delay: "forever" is not a positive duration`},
 }
@@ -119,7 +122,7 @@ func TestConfigErrorsNameFileLineAndWhat(t *testing.T) {
 func TestConfigReportsEveryError(t *testing.T) {
 	y := strings.Replace(minimal, "kind: sensor", "kind: meter", 1) + "mode: turbo\napprovals: {timeout: soon}\n"
 	_, err := Load("c.yaml", []byte(y))
-	for _, want := range []string{"c.yaml:7: devices[0].capabilities[0].kind", "c.yaml:18: mode: unknown", "c.yaml:19: approvals.timeout"} {
+	for _, want := range []string{"c.yaml:7:40: devices[0].capabilities[0].kind", "c.yaml:18:7: mode: unknown", "c.yaml:19:22: approvals.timeout"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load = %v, want it to report %q", err, want)
 		}
@@ -132,6 +135,9 @@ func FuzzLoad(f *testing.F) {
 	f.Add(string(examples.Demo))
 	f.Add(minimal)
 	for _, tc := range badConfigs {
+		f.Add(tc.yaml)
+	}
+	for _, tc := range shapeConfigs {
 		f.Add(tc.yaml)
 	}
 	f.Fuzz(func(t *testing.T, y string) {
@@ -172,5 +178,161 @@ func TestUserMQTTLists(t *testing.T) {
 	if _, err := Load("c.yaml", []byte(minimal+"users: [{name: c, role: king, password_hash: x}]\n")); err == nil ||
 		!strings.Contains(err.Error(), `unknown role "king"`) || !strings.Contains(err.Error(), "not a bcrypt hash") {
 		t.Fatalf("a bad user = %v", err)
+	}
+}
+
+// shapeConfigs are values of the wrong kind, one for every kind of field
+// the file has, with the place and the words each error must give.
+var shapeConfigs = []struct {
+	name, yaml, want string
+}{
+	{"bool yes", strings.Replace(minimal, "read_back: true", "read_back: yes", 1),
+		`c.yaml:15:20: devices[1].capabilities[0].read_back: "yes" is not a boolean in YAML 1.2: write true or false`},
+	{"bool On", strings.Replace(minimal, "reversible: true", "reversible: On", 1),
+		`c.yaml:16:31: devices[1].capabilities[0].effects.reversible: "On" is not a boolean in YAML 1.2: write true or false`},
+	{"bool y", strings.Replace(minimal, "read_back: true", "read_back: y", 1), `read_back: "y" is not a boolean in YAML 1.2: write true or false`},
+	{"bool NO", strings.Replace(minimal, "read_back: true", "read_back: NO", 1), `read_back: "NO" is not a boolean in YAML 1.2: write true or false`},
+	{"bool quoted yes", strings.Replace(minimal, "read_back: true", "read_back: 'yes'", 1), `read_back: "yes" is not a boolean in YAML 1.2: write true or false`},
+	{"optional bool off", minimal + "mqtt: {enabled: off}\n", `c.yaml:18:17: mqtt.enabled: "off" is not a boolean in YAML 1.2: write true or false`},
+	{"optional bool no", minimal + "web:\n  enabled: no\n", `c.yaml:19:12: web.enabled: "no" is not a boolean in YAML 1.2: write true or false`},
+	{"bool in a map", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: {pump-1: {stuck: Yes}}}}]", 1),
+		`c.yaml:2:65: drivers[0].sim.faults.pump-1.stuck: "Yes" is not a boolean in YAML 1.2: write true or false`},
+	{"bool number", strings.Replace(minimal, "read_back: true", "read_back: 1", 1), `read_back: expected true or false, found the number 1`},
+	{"bool text", strings.Replace(minimal, "read_back: true", "read_back: sometimes", 1), `read_back: expected true or false, found the text "sometimes"`},
+	{"int quoted", minimal + "mqtt: {max_clients: \"10\"}\n",
+		`c.yaml:18:21: mqtt.max_clients: expected a whole number, found the text "10" (a quoted value is text; remove the quotes)`},
+	{"int text", minimal + "mqtt: {max_clients: ten}\n", `mqtt.max_clients: expected a whole number, found the text "ten"`},
+	{"int fraction", minimal + "mqtt: {max_clients: 1.5}\n", `mqtt.max_clients: expected a whole number, found the number 1.5 (out of range, or not whole)`},
+	{"int too big", minimal + "mqtt: {max_clients: 99999999999999999999}\n", `mqtt.max_clients: expected a whole number, found the number 99999999999999999999 (out of range, or not whole)`},
+	{"int list", minimal + "journal: {max_events: [1]}\n", `journal.max_events: expected a whole number, found a list`},
+	{"number text", strings.Replace(minimal, "effects: {reversible: true}", "effects: {reversible: true}\n        envelope: {min: low}", 1),
+		`devices[1].capabilities[0].envelope.min: expected a number, found the text "low"`},
+	{"duration number", minimal + "approvals: {timeout: 10}\n", `c.yaml:18:22: approvals.timeout: "10" is not a positive duration (write it like 30s, 5m or 2h)`},
+	{"duration list", minimal + "approvals: {timeout: [10m]}\n", `c.yaml:18:22: approvals.timeout: expected a single value (text), found a list`},
+	{"string list as text", minimal + "modes: [{name: m, base: observe, ceiling: {reads: greenhouse}}]\n",
+		`c.yaml:18:51: modes[0].ceiling.reads: expected a list, found the text "greenhouse"`},
+	{"list as mapping", minimal + "rules: {id: r}\n", `c.yaml:18:8: rules: expected a list, found a mapping (key: value)`},
+	{"map as list", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: [pump-1]}}]", 1),
+		`c.yaml:2:48: drivers[0].sim.faults: expected a mapping of names to settings, found a list`},
+	{"struct as text", minimal + "approvals: soon\n", `c.yaml:18:12: approvals: expected a mapping of keys (key: value), found the text "soon"`},
+	{"unknown nested key", minimal + "mqtt: {commands: {per_hour: 3}}\n", `c.yaml:18:19: mqtt.commands.per_hour: unknown key "per_hour" (known keys here: per_minute, burst)`},
+	{"repeated key", minimal + "mode: supervised\nmode: observe\n", `c.yaml:19:1: mode: key "mode" appears twice (first on line 18)`},
+	{"token of unknown user", minimal + "web: {tokens: [{name: ci, role: operator, user: nobody, token_hash: " + strings.Repeat("a", 64) + "}]}\n",
+		`c.yaml:18:49: web.tokens[0].user: unknown user "nobody" (name one of users)`},
+	{"uplink of unknown user", minimal + "uplink: {url: tcp://up:1883, user: nobody}\n", `c.yaml:18:36: uplink.user: unknown user "nobody" (name one of users)`},
+}
+
+// Every kind of field reports a wrong value at its place (file, line,
+// column, key path) and in words: no error names a type of the program or
+// a YAML tag, and no YAML 1.1 boolean is taken for a bool.
+func TestConfigErrorsSayWhatWasExpected(t *testing.T) {
+	goish := []string{"gateway.", "!!", "unmarshal", " into ", "[]string", "*bool", "int64", "float64"}
+	for _, tc := range shapeConfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := Load("c.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("Load succeeded (%+v), want %q", b, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load error =\n  %v\nwant it to contain\n  %s", err, tc.want)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !fileLineColumn.MatchString(line) {
+					t.Errorf("error %q does not start with file:line:column", line)
+				}
+				for _, g := range goish {
+					if strings.Contains(line, g) {
+						t.Errorf("error %q names %q, a term of the program, not of the file", line, g)
+					}
+				}
+			}
+		})
+	}
+}
+
+var fileLineColumn = regexp.MustCompile(`^c\.yaml:[0-9]+:[0-9]+: `)
+
+// The YAML 1.2 booleans in any case are still bools, and words that look
+// like YAML 1.1 booleans are still text where text is meant.
+func TestConfigTakesYAML12Booleans(t *testing.T) {
+	for _, v := range []string{"true", "True", "TRUE"} {
+		if _, err := Load("c.yaml", []byte(strings.Replace(minimal, "read_back: true", "read_back: "+v, 1))); err != nil {
+			t.Errorf("read_back: %s: %v", v, err)
+		}
+	}
+	y := strings.Replace(minimal, "capabilities: [{name: level, kind: sensor, type: number}]",
+		"capabilities: [{name: level, kind: sensor, type: number, unit: on}]", 1) + "mode: supervised\nrules: [{id: r, principal: 'no', device: pump-1, capability: 'on', decision: deny, reason: off}]\n"
+	if _, err := Load("c.yaml", []byte(y)); err != nil {
+		t.Errorf("text fields holding on/no/off: %v", err)
+	}
+}
+
+// A token belongs to a user and the uplink may name one: four-eyes then
+// counts the person, whatever surface they answer through. This goes
+// through the configuration and the wiring the gateway gives the engine.
+func TestConfigWiresPeopleForFourEyes(t *testing.T) {
+	const hash = `"$2a$04$uXVqU1Vw0mPjJ7Pt5pC8eO1jvqjL0pZ3ZKZ3S0vBsm1HnQOHmC7Sa"`
+	y := minimal + `mode: strict
+modes: [{name: strict, base: supervised, approvals_required: 2}]
+users:
+  - {name: appr, role: approver, password_hash: ` + hash + `}
+  - {name: carol, role: approver, password_hash: ` + hash + `}
+web:
+  tokens:
+    - {name: appr-ci, role: approver, user: appr, token_hash: ` + strings.Repeat("a", 64) + `}
+    - {name: bot, role: approver, token_hash: ` + strings.Repeat("b", 64) + `}
+uplink: {url: "tcp://site:1883", client_id: site-1, user: appr}
+`
+	b, err := Load("c.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for principal, want := range map[string]string{
+		"mqtt:appr": "appr", "console:appr": "appr", "api:appr-ci": "appr", "uplink:site-1": "appr",
+		"api:bot": "token:bot", "api:appr": "token:appr", "uplink:other": "uplink:other", "schedule:p": "schedule:p", "mcp:appr": "mcp:appr",
+	} {
+		if got := b.Person(principal); got != want {
+			t.Errorf("Person(%q) = %q, want %q", principal, got, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	g, err := sim.New(sim.Options{Devices: b.Devices})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := devices.NewRegistry()
+	if err := reg.Add("sim", g); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := runtime.New(ctx, runtime.Options{Registry: reg, Journal: runtime.NewMemJournal(), Policies: b.Policies,
+		Modes: b.Modes, Mode: b.Mode, Rules: b.Rules, Person: b.Person})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	obs, err := eng.Do(ctx, runtime.Command{Principal: "mqtt:appr", Origin: "mqtt", RequestID: "c1", Device: "pump-1", Capability: "on", Value: devices.Bool(true)})
+	if err != nil || obs.Kind != runtime.ApprovalRequest {
+		t.Fatalf("Do = %+v, %v; want an approval request", obs, err)
+	}
+	for _, by := range []string{"api:appr-ci", "uplink:site-1", "console:appr"} {
+		if _, err := eng.Answer(ctx, obs.Approval.ID, runtime.Answer{By: by, Decision: runtime.Approve}); !errors.Is(err, runtime.ErrNotPermitted) {
+			t.Errorf("the requester approving as %s: err = %v, want ErrNotPermitted", by, err)
+		}
+	}
+	if ap, err := eng.Answer(ctx, obs.Approval.ID, runtime.Answer{By: "api:bot", Decision: runtime.Approve}); err != nil || ap.Status != runtime.ApprovalPending {
+		t.Fatalf("approval by the bot token = %+v, %v; want pending", ap, err)
+	}
+	if ap, err := eng.Answer(ctx, obs.Approval.ID, runtime.Answer{By: "console:carol", Decision: runtime.Approve}); err != nil || ap.Status != runtime.ApprovalApproved {
+		t.Fatalf("approval by carol = %+v, %v; want approved", ap, err)
+	}
+	if _, err := eng.Wait(ctx, obs.Run); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Count("write", "pump-1", "on"); n != 1 {
+		t.Fatalf("driver writes = %d, want 1", n)
 	}
 }
