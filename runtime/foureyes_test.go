@@ -335,3 +335,24 @@ func TestFourEyesDefaultPersonIsTheUser(t *testing.T) {
 		}
 	})
 }
+
+func TestObservationOutcome(t *testing.T) {
+	tests := []struct {
+		obs  runtime.Observation
+		want string
+	}{
+		{runtime.Observation{Kind: runtime.Acted, Receipt: &runtime.Receipt{Confirmation: runtime.Contradicted}}, "contradicted"},
+		{runtime.Observation{Kind: runtime.Acted, Receipt: &runtime.Receipt{Confirmation: runtime.Unconfirmed}}, "acted"},
+		{runtime.Observation{Kind: runtime.Acted}, "acted"},
+		{runtime.Observation{Kind: runtime.Completed}, "completed"},
+		{runtime.Observation{Kind: runtime.Refused}, "refused"},
+		{runtime.Observation{Kind: runtime.ApprovalRequest}, "pending_approval"},
+		{runtime.Observation{Kind: runtime.Failed}, "failed"},
+		{runtime.Observation{}, "failed"},
+	}
+	for _, tc := range tests {
+		if got := tc.obs.Outcome(); got != tc.want {
+			t.Errorf("Observation{%s, %+v}.Outcome() = %q, want %q", tc.obs.Kind, tc.obs.Receipt, got, tc.want)
+		}
+	}
+}

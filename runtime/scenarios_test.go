@@ -206,6 +206,12 @@ func TestStuckActuatorIsContradicted(t *testing.T) {
 		if obs.Receipt.Confirmation != runtime.Contradicted || !strings.Contains(obs.Receipt.Detail, "read-back is false") {
 			t.Fatalf("receipt = %+v, want contradicted", obs.Receipt)
 		}
+		if got := obs.Outcome(); got != "contradicted" {
+			t.Fatalf("Outcome() = %q, want contradicted", got)
+		}
+		if got := w.do("mqtt:alice", "c2", "valve-1", "open", devices.Bool(false)).Outcome(); got != "acted" {
+			t.Fatalf("Outcome() of a confirmed act = %q, want acted", got)
+		}
 		evs, _ := w.e.Events(w.ctx, 0, 0)
 		alarm := false
 		for _, ev := range evs {

@@ -46,6 +46,27 @@ type Observation struct {
 	Replayed bool `json:"replayed,omitempty"`
 }
 
+// Outcome names what came of the step in the words every surface replies
+// with: "acted", "contradicted" (it acted, and the read-back or the sensor
+// said the world did not follow: a client must never take it for success),
+// "completed" (a read), "refused", "pending_approval" or "failed".
+func (o Observation) Outcome() string {
+	switch o.Kind {
+	case Acted:
+		if o.Receipt != nil && o.Receipt.Confirmation == Contradicted {
+			return "contradicted"
+		}
+		return "acted"
+	case Completed:
+		return "completed"
+	case Refused:
+		return "refused"
+	case ApprovalRequest:
+		return "pending_approval"
+	}
+	return "failed"
+}
+
 // Read runs one governed read step outside any run, as a poller does.
 func (e *Engine) Read(ctx context.Context, principal, device, capability string) (Observation, error) {
 	if e.life.Err() != nil {
