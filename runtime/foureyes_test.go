@@ -356,3 +356,27 @@ func TestObservationOutcome(t *testing.T) {
 		}
 	}
 }
+
+// Mode is the mode in force, which after a restart is the journal's, not
+// the configured one: the gateway's start-up log shows it.
+func TestModeInForceSurvivesARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, nil)
+		if _, ap, err := w.e.SetMode(w.ctx, "console:root", governance.ModeObserve, "storm"); err != nil || ap != nil {
+			t.Fatalf("SetMode(observe) = %v, %v", ap, err)
+		}
+		_ = w.e.Close()
+		reg := devices.NewRegistry()
+		if err := reg.Add("sim", w.g); err != nil {
+			t.Fatal(err)
+		}
+		e, err := runtime.New(w.ctx, runtime.Options{Registry: reg, Journal: w.j, Policies: policies(), Mode: governance.ModeSupervised})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if got := e.Mode(w.ctx); got.Name != governance.ModeObserve || got.By != "console:root" {
+			t.Fatalf("Mode() after a restart = %+v, want observe set by console:root", got)
+		}
+	})
+}
