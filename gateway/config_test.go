@@ -265,6 +265,15 @@ func TestConfigTakesYAML12Booleans(t *testing.T) {
 	if _, err := Load("c.yaml", []byte(y)); err != nil {
 		t.Errorf("text fields holding on/no/off: %v", err)
 	}
+	// Anchors and merge keys are checked like what they stand for.
+	merged := minimal + "approvals: &a {timeout: 1m}\nleases: {command: {max_wall: 1m}}\nmqtt: {commands: &r {per_minute: 5}, <<: {max_clients: 3}}\n"
+	if b, err := Load("c.yaml", []byte(merged)); err != nil || b.MQTT.MaxClients != 3 {
+		t.Errorf("merge keys: %v", err)
+	}
+	if _, err := Load("c.yaml", []byte(minimal+"approvals: &a {timeout: 1m}\njournal: {<<: *a}\n")); err == nil ||
+		!strings.Contains(err.Error(), `journal.timeout: unknown key "timeout"`) {
+		t.Errorf("a merged mapping with a key of another section = %v, want unknown key", err)
+	}
 }
 
 // A token belongs to a user and the uplink may name one: four-eyes then
