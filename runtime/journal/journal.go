@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -707,6 +708,18 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 	return out, nil
 }
 
+// eventsHook, if set, runs inside Events with the journal's lock held: a
+// failpoint, nil in production.
+var eventsHook atomic.Pointer[func(since uint64, limit int)]
+
+// SetEventsHookForTest makes fn run inside every Events call while the
+// journal's lock is held (fn may panic, to show that a panic there leaves
+// no lock held), until the test ends.
+func SetEventsHookForTest(tb interface{ Cleanup(func()) }, fn func(since uint64, limit int)) {
+	eventsHook.Store(&fn)
+	tb.Cleanup(func() { eventsHook.Store(nil) })
+}
+
 // fromRing returns the written events after since that memory holds, and
 // whether memory answers the request whole (since is at or beyond the
 // oldest event held). Any since is safe: one at or beyond the newest
@@ -714,6 +727,9 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 func (j *DB) fromRing(since uint64, limit int) ([]runtime.Event, uint64, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if h := eventsHook.Load(); h != nil {
+		(*h)(since, limit)
+	}
 	ringFrom := j.next
 	if len(j.ring) > 0 {
 		ringFrom = j.ring[0].Seq
