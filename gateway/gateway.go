@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
@@ -74,7 +75,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	} else if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("making the state directory %s: %w", stateDir, err)
 	}
-	log.Info("gateway starting", "gateway_id", cfg.GatewayID, "state_dir", stateDir, "config", cfg.File, "mode", cfg.Mode)
+	log.Info("gateway starting", "gateway_id", cfg.GatewayID, "state_dir", stateDir, "config", cfg.File, "configured_mode", cfg.Mode)
 
 	metrics := web.NewMetrics()
 	// The journal opens first: if another gateway holds the state
@@ -82,6 +83,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 	jopts := cfg.Journal
 	jopts.Logger = log.With("component", "journal")
 	jopts.OnCommit = metrics.ObserveCommit
+	// The checkpoint key lives beside the journal's file, never in it: a
+	// checkpoint published off the device then proves later copies.
+	signer, pub, err := journal.CheckpointKey(filepath.Join(stateDir, checkpointKeyFile), checkpointKeyName(cfg.GatewayID))
+	if err != nil {
+		return err
+	}
+	jopts.Checkpoint.Signer, jopts.Checkpoint.Origin = signer, "shadowgate/"+cfg.GatewayID
+	log.Info("journal checkpoints signed", "key", filepath.Join(stateDir, checkpointKeyFile), "public_key", pub)
 	var j runtime.Journal
 	db, err := journal.Open(journal.Path(stateDir), jopts)
 	journalOK := err == nil // db is usable; otherwise the gateway runs fail-closed
@@ -135,6 +144,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	})
 	if err != nil {
 		return fmt.Errorf("starting the engine: %w", err)
+	}
+	if m := eng.Mode(ctx); m.Name != cfg.Mode {
+		log.Info("mode in force", "mode", m.Name, "since", m.Since, "by", m.By, "configured_mode", cfg.Mode)
+	} else {
+		log.Info("mode in force", "mode", m.Name)
 	}
 	accounts := cfg.Users
 	if len(accounts) == 0 {
@@ -301,4 +315,19 @@ func logEvent(log *slog.Logger, ev runtime.Event) {
 	}
 	log.Log(context.Background(), level, string(ev.Kind), "seq", ev.Seq, "run", ev.Run, "step", ev.Step,
 		"device_id", ev.Device, "body", string(ev.Body))
+}
+
+// checkpointKeyFile is the journal's checkpoint signing key in the state
+// directory (mode 0600), with its public half in checkpointKeyFile.pub.
+const checkpointKeyFile = "journal.key"
+
+// checkpointKeyName names the key in signed notes: no spaces or '+'.
+func checkpointKeyName(gatewayID string) string {
+	name := strings.Map(func(r rune) rune {
+		if r <= ' ' || r == '+' || r > '~' {
+			return '_'
+		}
+		return r
+	}, gatewayID)
+	return "shadowgate-" + name
 }

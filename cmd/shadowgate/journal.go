@@ -24,7 +24,10 @@ import (
 
 const journalUsage = `usage: shadowgate journal <verify|export|tail> [flags]
 
-  verify [--state-dir D | --config F]                 walk the hash chain; exit 0 if ok, 3 if not
+  verify [--state-dir D | --config F | --file DB] [--checkpoint NOTE --key PUB]
+                                                      walk the hash chain and check every record
+                                                      against it; with a checkpoint, prove the
+                                                      journal extends it; exit 0 if ok, 3 if not
   export [--state-dir D | --config F] [--since N] [--kind K[,K]] [--device ID]
                                                       write events as JSON Lines
   tail   [--state-dir D | --config F] [-n N] [-f]     print the newest events; -f follows
@@ -49,11 +52,14 @@ func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("token-file", "", "a bearer token for the API")
 	user := fs.String("user", "", "log in to the API as this user")
 	var since uint64
-	var kinds, device string
+	var kinds, device, file, checkpoint, key string
 	var n int
 	var follow bool
 	switch args[0] {
 	case "verify":
+		fs.StringVar(&file, "file", "", "a copy of a journal file to verify instead of the state directory's")
+		fs.StringVar(&checkpoint, "checkpoint", "", "a signed checkpoint (the note, or its event as JSON) the journal must extend")
+		fs.StringVar(&key, "key", "", "the checkpoint's public key, or a file holding it (journal.key.pub in the state directory)")
 	case "export":
 		fs.Uint64Var(&since, "since", 0, "export events after this sequence")
 		fs.StringVar(&kinds, "kind", "", "only these kinds, comma separated")
@@ -71,14 +77,31 @@ func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
-	dir, code := resolveStateDir(*stateDir, *configPath, stderr)
-	if code != exitOK {
-		return code
+	if (checkpoint == "") != (key == "") {
+		fmt.Fprintln(stderr, "shadowgate journal verify: --checkpoint and --key go together")
+		return exitUsage
 	}
-	path := journal.Path(dir)
+	var path string
+	if file != "" {
+		if *stateDir != "" || *configPath != "" {
+			fmt.Fprintln(stderr, "shadowgate journal verify: give --file or --state-dir/--config, not both")
+			return exitUsage
+		}
+		path = file
+	} else {
+		dir, code := resolveStateDir(*stateDir, *configPath, stderr)
+		if code != exitOK {
+			return code
+		}
+		path = journal.Path(dir)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if holder := heldBy(path); holder != nil {
+		if checkpoint != "" {
+			fmt.Fprintf(stderr, "shadowgate journal verify: %v; prove a checkpoint on a copy of the file (--file)\n", holder)
+			return exitUnavailable
+		}
 		if *tokenFile == "" && *user == "" && os.Getenv("SHADOWGATE_TOKEN") == "" {
 			fmt.Fprintf(stderr, "shadowgate journal: %v; to read it through the gateway's API, give --token-file or --user (and --url)\n", holder)
 			return exitUnavailable
@@ -92,7 +115,16 @@ func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "verify":
-		return journalVerify(ctx, path, stdout, stderr)
+		var cp *journal.Checkpoint
+		if checkpoint != "" {
+			c, err := readCheckpoint(checkpoint, key)
+			if err != nil {
+				fmt.Fprintln(stderr, "shadowgate journal verify:", err)
+				return exitRefused
+			}
+			cp = &c
+		}
+		return journalVerify(ctx, path, cp, stdout, stderr)
 	case "export":
 		f := journal.Filter{Since: since, Device: device}
 		if kinds != "" {
@@ -148,7 +180,24 @@ func withJournal(path string, stderr io.Writer, fn func(*journal.DB) int) int {
 	return fn(j)
 }
 
-func journalVerify(ctx context.Context, path string, stdout, stderr io.Writer) int {
+// readCheckpoint reads and checks a signed checkpoint; key is the public
+// key or a file holding it.
+func readCheckpoint(file, key string) (journal.Checkpoint, error) {
+	note, err := os.ReadFile(file)
+	if err != nil {
+		return journal.Checkpoint{}, fmt.Errorf("reading the checkpoint: %w", err)
+	}
+	if b, err := os.ReadFile(key); err == nil {
+		key = string(b)
+	}
+	c, err := journal.ParseCheckpoint(note, key)
+	if err != nil {
+		return c, fmt.Errorf("checkpoint %s: %w", file, err)
+	}
+	return c, nil
+}
+
+func journalVerify(ctx context.Context, path string, cp *journal.Checkpoint, stdout, stderr io.Writer) int {
 	return withJournal(path, stderr, func(j *journal.DB) int {
 		rep, err := j.Verify(ctx)
 		if err != nil {
@@ -163,6 +212,18 @@ func journalVerify(ctx context.Context, path string, stdout, stderr io.Writer) i
 					fmt.Fprintf(stdout, "locked: %s.%s by attempt %s (key %s): %s\n", a.Device, a.Capability, a.ID, a.Key, a.Why)
 				}
 			}
+		}
+		if cp != nil {
+			ok, why, err := j.Extends(ctx, *cp)
+			if err != nil {
+				fmt.Fprintln(stderr, "shadowgate journal verify:", err)
+				return exitUnavailable
+			}
+			if !ok {
+				fmt.Fprintf(stdout, "checkpoint %s at seq %d: NOT extended: %s\n", cp.Origin, cp.Size, why)
+				return exitRefused
+			}
+			fmt.Fprintf(stdout, "checkpoint %s at seq %d: extended (event %d has the signed hash)\n", cp.Origin, cp.Size, cp.Size)
 		}
 		if !rep.OK {
 			return exitRefused

@@ -51,7 +51,7 @@ func TestJournalCommands(t *testing.T) {
 	writeJournal(t, dir, 12)
 
 	code, out, errOut := shadowgate("journal", "verify", "--state-dir", dir)
-	if code != exitOK || !strings.Contains(out, "12 events, seq 1 to 12: ok") || !strings.Contains(out, "pending approvals: 0") {
+	if code != exitOK || !strings.Contains(out, "12 events, seq 1 to 12, 0 records: ok") || !strings.Contains(out, "pending approvals: 0") {
 		t.Fatalf("verify = %d %q %q", code, out, errOut)
 	}
 
