@@ -407,24 +407,62 @@ func Load(file string, data []byte) (*Built, error) {
 	}
 	c := &checker{file: file, root: root.Content[0], budget: maxShapeNodes}
 	c.shape(c.root, reflect.TypeFor[Config](), path{})
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
-	}
+	shapeErrs := c.errs
+	c.errs = nil
 	var cfg Config
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {
-		return nil, yamlError(file, err)
+		var te *yaml.TypeError
+		if len(shapeErrs) == 0 {
+			return nil, yamlError(file, err)
+		}
+		if !errors.As(err, &te) {
+			return nil, errors.Join(shapeErrs...)
+		}
+		// The decoder went on past the values shape reported; what it
+		// filled in is checked below, so that every error is reported.
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, &ConfigError{File: file, Line: extra.Line, Msg: "more than one YAML document; a configuration is one document"}
 	}
 	b := c.build(&cfg)
+	if len(shapeErrs) > 0 {
+		return nil, errors.Join(append(shapeErrs, unrelated(c.errs, shapeErrs)...)...)
+	}
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
 	return b, nil
+}
+
+// unrelated returns the errors of errs at no place at, above or below a
+// place of a shape error: those may only echo the value shape refused.
+func unrelated(errs, shapeErrs []error) []error {
+	var out []error
+	for _, err := range errs {
+		ce, ok := err.(*ConfigError)
+		if !ok {
+			continue
+		}
+		related := false
+		for _, se := range shapeErrs {
+			if s, ok := se.(*ConfigError); ok && (within(ce.Path, s.Path) || within(s.Path, ce.Path)) {
+				related = true
+				break
+			}
+		}
+		if !related {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// within reports whether key path p is at or below key path q.
+func within(p, q string) bool {
+	return q == "" || p == q || strings.HasPrefix(p, q+".") || strings.HasPrefix(p, q+"[")
 }
 
 // maxShapeNodes bounds the nodes shape visits, aliases expanded, so that

@@ -120,9 +120,10 @@ func TestConfigErrorsNameFileLineAndWhat(t *testing.T) {
 }
 
 func TestConfigReportsEveryError(t *testing.T) {
-	y := strings.Replace(minimal, "kind: sensor", "kind: meter", 1) + "mode: turbo\napprovals: {timeout: soon}\n"
+	y := strings.Replace(minimal, "kind: sensor", "kind: meter", 1) + "mode: turbo\napprovals: {timeout: soon}\nmqtt: {enabled: yes, max_clients: \"3\"}\nfoo: 1\n"
 	_, err := Load("c.yaml", []byte(y))
-	for _, want := range []string{"c.yaml:7:40: devices[0].capabilities[0].kind", "c.yaml:18:7: mode: unknown", "c.yaml:19:22: approvals.timeout"} {
+	for _, want := range []string{"c.yaml:7:40: devices[0].capabilities[0].kind", "c.yaml:18:7: mode: unknown", "c.yaml:19:22: approvals.timeout",
+		"c.yaml:20:17: mqtt.enabled", "c.yaml:20:35: mqtt.max_clients", "c.yaml:21:1: foo: unknown key"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load = %v, want it to report %q", err, want)
 		}
