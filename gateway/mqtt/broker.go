@@ -82,6 +82,9 @@ type Stats struct {
 	DeniedPublishes int64
 	DeniedSubscribe int64
 	FailedLogins    int64
+	// RefusedConnects counts clients that gave the right password but were
+	// refused: a will the ACL does not allow, or another user's client id.
+	RefusedConnects int64
 	Commands        int64
 	RateLimited     int64
 }
@@ -97,7 +100,10 @@ type Broker struct {
 	limiter *access.Limiter
 	rate    *rates
 
-	deniedPub, deniedSub, failedLogins, commands, rateLimited atomic.Int64
+	deniedPub, deniedSub, failedLogins, refusedConnects, commands, rateLimited atomic.Int64
+
+	// sessions binds client ids to the users that hold them.
+	sessions sessions
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -138,7 +144,8 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 	// and properties; larger ones are refused by the broker itself.
 	caps.MaximumPacketSize = uint32(opts.MaxPayload + 64<<10)
 	b := &Broker{opts: opts, eng: eng, log: opts.Logger, addrs: map[string]string{}, parked: eng.Parked("mqtt"),
-		limiter: access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
+		sessions: sessions{claims: map[string]claim{}},
+		limiter:  access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
 	b.srv = mochi.New(&mochi.Options{
 		Capabilities: caps, InlineClient: true, SysTopicResendInterval: 30,
 		// mochi warns about every dropped connection and refused login
@@ -146,7 +153,7 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 		// are worth an operator's attention.
 		Logger: slog.New(minLevel{opts.Logger.Handler(), slog.LevelError}).With("part", "mochi"),
 	})
-	b.replier = b.srv.NewClient(nil, mochi.LocalListener, "shadowgate-replies", true)
+	b.replier = b.srv.NewClient(nil, mochi.LocalListener, replierID, true)
 	b.replier.Properties.ProtocolVersion = 5
 	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
 		return nil, fmt.Errorf("adding the broker hook: %w", err)
@@ -215,6 +222,7 @@ func (b *Broker) Stats() Stats {
 		DeniedPublishes: b.deniedPub.Load(),
 		DeniedSubscribe: b.deniedSub.Load(),
 		FailedLogins:    b.failedLogins.Load(),
+		RefusedConnects: b.refusedConnects.Load(),
 		Commands:        b.commands.Load(),
 		RateLimited:     b.rateLimited.Load(),
 	}
@@ -250,17 +258,24 @@ func marshal(v any) ([]byte, error) {
 type hook struct {
 	mochi.HookBase
 	b *Broker
+	// admitted holds the clients OnConnect let in, for OnConnectAuthenticate.
+	admitted sync.Map // *mochi.Client -> struct{}
 }
 
 func (h *hook) ID() string { return "shadowgate" }
 
 func (h *hook) Provides(b byte) bool {
-	return bytes.Contains([]byte{mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish}, []byte{b})
+	return bytes.Contains([]byte{mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnSessionEstablished,
+		mochi.OnACLCheck, mochi.OnPublish}, []byte{b})
 }
 
 // clientUser is who a connected client is: its user, or the anonymous role.
 func (b *Broker) clientUser(cl *mochi.Client) (*access.User, bool) {
-	name := string(cl.Properties.Username)
+	return b.userNamed(string(cl.Properties.Username))
+}
+
+// userNamed returns a configured user, or the anonymous one for "".
+func (b *Broker) userNamed(name string) (*access.User, bool) {
 	if name == "" {
 		if b.opts.Anonymous == nil {
 			return nil, false
@@ -270,30 +285,56 @@ func (b *Broker) clientUser(cl *mochi.Client) (*access.User, bool) {
 	return b.opts.Users.Lookup(name)
 }
 
-func (h *hook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
-	b := h.b
+// OnConnect decides whether a client may connect, and refuses it with the
+// CONNACK code that says why: wrong credentials, a will the client may not
+// leave, or a client id that holds another user's session. It runs before
+// OnConnectAuthenticate, which only confirms what OnConnect decided.
+func (h *hook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
+	code := h.b.admit(cl, pk)
+	if code != packets.CodeSuccess {
+		_ = h.b.srv.SendConnack(cl, connackCode(cl, code), false, nil)
+		return code
+	}
+	h.admitted.Store(cl, struct{}{})
+	return nil
+}
+
+func (h *hook) OnConnectAuthenticate(cl *mochi.Client, _ packets.Packet) bool {
+	_, ok := h.admitted.LoadAndDelete(cl)
+	return ok
+}
+
+// OnSessionEstablished releases the claim on the client id: the broker
+// now holds the session itself, under the same user.
+func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
+	h.b.sessions.settled(cl.ID, string(cl.Properties.Username))
+}
+
+// authenticate checks a CONNECT's credentials and returns its user.
+func (b *Broker) authenticate(cl *mochi.Client, pk packets.Packet) (*access.User, bool) {
 	addr := cl.Net.Remote
 	name := string(pk.Connect.Username)
 	if b.limiter.Blocked(addr) {
 		b.failedLogins.Add(1)
 		b.limiter.Failed("mqtt", addr, name, "too many failures from this address; waiting")
-		return false
+		return nil, false
 	}
 	if name == "" && len(pk.Connect.Password) == 0 {
 		if b.opts.Anonymous != nil {
-			return true
+			return b.userNamed("")
 		}
 		b.failedLogins.Add(1)
 		b.limiter.Failed("mqtt", addr, "", "anonymous clients are refused")
-		return false
+		return nil, false
 	}
-	if _, ok := b.opts.Users.Check(name, pk.Connect.Password); !ok {
+	u, ok := b.opts.Users.Check(name, pk.Connect.Password)
+	if !ok {
 		b.failedLogins.Add(1)
 		b.limiter.Failed("mqtt", addr, name, "wrong user or password")
-		return false
+		return nil, false
 	}
 	b.limiter.Succeeded(addr)
-	return true
+	return u, true
 }
 
 // defaultPublish and defaultSubscribe are the filters of a user who lists none.
@@ -313,6 +354,12 @@ func (b *Broker) allowed(cl *mochi.Client, topic string, write bool) bool {
 	if !ok {
 		return false
 	}
+	return b.userMay(u, topic, write)
+}
+
+// userMay reports whether a user may publish to a topic (write) or
+// subscribe to a filter.
+func (b *Broker) userMay(u *access.User, topic string, write bool) bool {
 	if write {
 		if rel, under := strings.CutPrefix(topic, b.opts.Prefix); under && reserved(rel) {
 			return false // only the gateway speaks here

@@ -110,6 +110,12 @@ func startGW(t *testing.T, o gwOptions) *testGW {
 		{Name: "victor", Role: access.Viewer, Hash: hash(t, "victor-password")},
 		{Name: "bob", Role: access.Operator, Hash: hash(t, "bob-password"),
 			Publish: []string{prefix + "cmd/heater-1/#"}, Subscribe: []string{prefix + "reply/#"}},
+		{Name: "april", Role: access.Approver, Hash: hash(t, "april-password")},
+		{Name: "adam", Role: access.Admin, Hash: hash(t, "adam-password")},
+		// carl may publish anything, on the gateway's topics too: the
+		// gateway's own rules must still hold.
+		{Name: "carl", Role: access.Operator, Hash: hash(t, "carl-password"),
+			Publish: []string{"#"}, Subscribe: []string{"#"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +471,7 @@ func TestV5ResponseTopicAndCorrelationData(t *testing.T) {
 		t.Fatalf("v5 connect: %+v %v", ca, err)
 	}
 	defer c.Disconnect(&paho5.Disconnect{})
-	inbox := prefix + "reply/inbox/v5-client"
+	inbox := prefix + "inbox/v5-client"
 	if _, err := c.Subscribe(ctx, &paho5.Subscribe{Subscriptions: []paho5.SubscribeOptions{{Topic: inbox, QoS: 1}}}); err != nil {
 		t.Fatal(err)
 	}

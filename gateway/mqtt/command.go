@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -117,18 +118,58 @@ func decodeBody(payload []byte) (body, error) {
 	return b, nil
 }
 
+// checkID says what is wrong with a request id, or "".
+func checkID(id string) string {
+	switch {
+	case id == "":
+		return `field "id": empty; leave it out and the gateway makes one`
+	case len(id) > MaxIDLength:
+		return fmt.Sprintf(`field "id": %d characters, at most %d`, len(id), MaxIDLength)
+	case !utf8.ValidString(id) || strings.IndexFunc(id, func(c rune) bool { return !unicode.IsPrint(c) || unicode.IsSpace(c) }) >= 0:
+		return `field "id": only printable characters without spaces`
+	}
+	return ""
+}
+
+// PeekID reads a command's id from a payload that may not parse as a
+// whole, so that a reply saying what is wrong still carries it: the value
+// of the last top-level "id" key of a JSON object, read up to the first
+// syntax error, when it is a string that is a valid id. It returns "" when
+// no id can be read.
+func PeekID(payload []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	id := ""
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			break
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if key != "id" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil && checkID(s) == "" {
+			id = s
+		} else {
+			id = "" // the last "id" counts, as in ParseCommand
+		}
+	}
+	return id
+}
+
 func (b *body) common(r *Request) error {
 	if b.ID != nil {
-		id := *b.ID
-		switch {
-		case id == "":
-			return errors.New(`field "id": empty; leave it out and the gateway makes one`)
-		case len(id) > MaxIDLength:
-			return fmt.Errorf(`field "id": %d characters, at most %d`, len(id), MaxIDLength)
-		case strings.IndexFunc(id, func(c rune) bool { return !unicode.IsPrint(c) || unicode.IsSpace(c) }) >= 0:
-			return errors.New(`field "id": only printable characters without spaces`)
+		if why := checkID(*b.ID); why != "" {
+			return errors.New(why)
 		}
-		r.ID = id
+		r.ID = *b.ID
 	}
 	if b.Reason != nil {
 		if len(*b.Reason) > 1024 {
@@ -171,7 +212,11 @@ func (r *Request) Stale(now time.Time, maxAge time.Duration) string {
 
 // Outcomes of a reply.
 const (
-	OutcomeActed           = "acted"
+	OutcomeActed = "acted"
+	// OutcomeContradicted is an act whose read-back contradicted it: the
+	// driver took the command, but the world did not follow. It is not a
+	// success, and a client must not read it as one.
+	OutcomeContradicted    = "contradicted"
 	OutcomeCompleted       = "completed"
 	OutcomeRefused         = "refused"
 	OutcomePendingApproval = "pending_approval"
@@ -214,7 +259,10 @@ func replyFor(obs runtime.Observation) Reply {
 	case runtime.Acted:
 		r.Outcome = OutcomeActed
 		r.Why = ""
-		if obs.Receipt != nil && obs.Receipt.Confirmation != runtime.Confirmed {
+		switch {
+		case obs.Receipt != nil && obs.Receipt.Confirmation == runtime.Contradicted:
+			r.Outcome, r.Why = OutcomeContradicted, "the read-back contradicted the act: "+obs.Receipt.Detail
+		case obs.Receipt != nil && obs.Receipt.Confirmation != runtime.Confirmed:
 			r.Why = "acted, " + string(obs.Receipt.Confirmation) + ": " + obs.Receipt.Detail
 		}
 	case runtime.Completed:

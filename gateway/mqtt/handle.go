@@ -14,6 +14,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
@@ -24,22 +25,43 @@ type dest struct {
 	correlation []byte
 }
 
-// replyDest picks the reply topic: the v5 Response Topic when the client
-// may read it, else the default. It says why a Response Topic was refused.
-func (b *Broker) replyDest(cl *mochi.Client, pk packets.Packet, defaultRel string) (dest, string) {
+// replyDest picks the reply topic: the v5 Response Topic when it is
+// allowed, else the default. It says why a Response Topic was refused.
+func (b *Broker) replyDest(u *access.User, pk packets.Packet, defaultRel string) (dest, string) {
 	d := dest{topic: b.opts.Prefix + defaultRel, correlation: pk.Properties.CorrelationData}
 	rt := pk.Properties.ResponseTopic
 	if rt == "" {
 		return d, ""
 	}
-	if rel, under := strings.CutPrefix(rt, b.opts.Prefix); under && reserved(rel) && !strings.HasPrefix(rel, "reply/") {
-		return d, "response topic " + rt + " is reserved for the gateway"
-	}
-	if strings.ContainsAny(rt, "#+") || !b.allowed(cl, rt, false) {
-		return d, "response topic " + rt + " is not a topic you may read"
+	if why := b.judgeResponseTopic(u, rt); why != "" {
+		return d, why
 	}
 	d.topic = rt
 	return d, ""
+}
+
+// judgeResponseTopic says why a v5 Response Topic may not carry a reply,
+// or "". The gateway publishes a reply with its own client, past the ACL,
+// so a response topic must be one the user may read, and never one of the
+// gateway's output topics (a reply there would forge state, another
+// device's reply, an approval, ...) nor a command topic.
+func (b *Broker) judgeResponseTopic(u *access.User, rt string) string {
+	if why := topicName(rt); why != "" {
+		return "response topic " + quote(rt) + " is not a topic name: " + why
+	}
+	if rel, under := strings.CutPrefix(rt, b.opts.Prefix); under {
+		switch {
+		case reserved(rel):
+			return "response topic " + rt + " is the gateway's own output topic; use one of your own, such as " +
+				b.opts.Prefix + "inbox/<client>"
+		case inbound(rel):
+			return "response topic " + rt + " is a command topic"
+		}
+	}
+	if !b.userMay(u, rt, false) {
+		return "response topic " + rt + " is not a topic you may read"
+	}
+	return ""
 }
 
 // sendReply publishes a reply at QoS 1, with the correlation data if any.
@@ -70,10 +92,10 @@ func (b *Broker) handle(cl *mochi.Client, pk packets.Packet, rel string) {
 	}
 	principal := "mqtt:" + u.Name
 	r := ParseRoute(rel)
-	d, whyDest := b.replyDest(cl, pk, r.ReplyTopic())
+	d, whyDest := b.replyDest(u, pk, r.ReplyTopic())
 	reply := func(rep Reply) { b.sendReply(d, rep) }
 	refuse := func(outcome, why string) {
-		reply(Refusal(r, outcome, why))
+		reply(Refusal(r, PeekID(pk.Payload), outcome, why))
 		b.log.Info("mqtt command not taken", "principal", principal, "topic", pk.TopicName, "outcome", outcome, "why", why)
 	}
 	switch {
@@ -134,9 +156,10 @@ func (b *Broker) answerParked() {
 	}
 }
 
-// Refusal is the reply to a command that was not taken.
-func Refusal(r Route, outcome, why string) Reply {
-	return Reply{Device: r.Device, Capability: r.Capability, Plan: r.Plan, Outcome: outcome, Why: why}
+// Refusal is the reply to a command that was not taken; id is the
+// command's id as far as it could be read (see PeekID), or "".
+func Refusal(r Route, id, outcome, why string) Reply {
+	return Reply{ID: id, Device: r.Device, Capability: r.Capability, Plan: r.Plan, Outcome: outcome, Why: why}
 }
 
 // Prepare checks a command's payload against its route: the device and
@@ -297,6 +320,42 @@ func (b *Broker) publishInitial() {
 	for _, ap := range b.eng.Approvals() {
 		b.publish("approvals/"+ap.ID, ap, true)
 	}
+	if body, ok := NewestCheckpoint(context.Background(), b.eng, b.eng.RestoredSeq()); ok && len(body) > 0 {
+		b.publishRaw("checkpoints", body, true)
+	}
+}
+
+// checkpointLookback bounds how far back NewestCheckpoint looks, so that
+// a start never reads more than this much of a long history.
+const checkpointLookback = 64 << 10
+
+// NewestCheckpoint returns the body of the newest checkpoint event at or
+// before seq, looking back through at most the last 65,536 events (a
+// checkpoint is made every thousand events or every minute, so the newest
+// is near the end).
+func NewestCheckpoint(ctx context.Context, eng *runtime.Engine, seq uint64) (json.RawMessage, bool) {
+	const window = 1024
+	for end, looked := seq, 0; end > 0 && looked < checkpointLookback; looked += window {
+		start := end - min(end, window)
+		evs, err := eng.Events(ctx, start, window)
+		if err != nil || len(evs) == 0 {
+			return nil, false
+		}
+		var found json.RawMessage
+		for _, ev := range evs {
+			if ev.Seq <= end && ev.Kind == runtime.KindCheckpoint {
+				found = json.RawMessage(ev.Body)
+			}
+		}
+		if found != nil {
+			return found, true
+		}
+		if evs[0].Seq > start+1 {
+			return nil, false // what is older was pruned
+		}
+		end = start
+	}
+	return nil, false
 }
 
 // follow publishes every journal event after since on the events topic,
@@ -348,6 +407,10 @@ func (b *Broker) follow(ctx context.Context, since uint64) {
 			var ap struct{ ID string }
 			if json.Unmarshal(ev.Body, &ap) == nil && ap.ID != "" {
 				b.publishRaw("approvals/"+ap.ID, ev.Body, true)
+			}
+		case runtime.KindCheckpoint:
+			if len(ev.Body) > 0 { // an empty retained message would clear the last one
+				b.publishRaw("checkpoints", ev.Body, true)
 			}
 		case runtime.KindApprovalAnswered, runtime.KindApprovalExpired:
 			var ans struct {

@@ -1,6 +1,10 @@
 package mqtt
 
-import "strings"
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
 
 // Matches reports whether the topic filter matches the topic name, with
 // MQTT's wildcards: "+" is one level, a final "#" is any number of levels,
@@ -74,14 +78,38 @@ func (r Route) ReplyTopic() string {
 	return "reply/error"
 }
 
-// reserved reports whether rel is a topic only the gateway publishes.
+// outputs are the first levels of the topics only the gateway publishes.
+var outputs = []string{"state", "reply", "events", "approvals", "alarms", "status", "checkpoints"}
+
+// reserved reports whether rel, a topic relative to the prefix, is one only
+// the gateway publishes: no client may publish there, directly, by a will,
+// by a retained message or through a v5 Response Topic.
 func reserved(rel string) bool {
 	first, _, _ := strings.Cut(rel, "/")
-	switch first {
-	case "state", "approvals", "reply":
-		return true
-	case "events":
-		return rel == "events" || strings.HasPrefix(rel, "events/")
+	return slices.Contains(outputs, first)
+}
+
+// inbound reports whether rel, a topic relative to the prefix, is one the
+// gateway takes commands on: cmd/ or run/.
+func inbound(rel string) bool {
+	first, _, _ := strings.Cut(rel, "/")
+	return first == "cmd" || first == "run"
+}
+
+// topicName says why s is not a topic name a client may have the gateway
+// or the broker publish on (a will, a response topic), or "".
+func topicName(s string) string {
+	switch {
+	case s == "":
+		return "it is empty"
+	case strings.ContainsAny(s, "#+"):
+		return "it holds a wildcard"
+	case strings.HasPrefix(s, "$"):
+		return "topics starting with $ belong to the broker"
+	case strings.ContainsRune(s, 0) || !utf8.ValidString(s):
+		return "it is not valid UTF-8 text"
+	case len(s) > 65535:
+		return "it is longer than 65535 bytes"
 	}
-	return false
+	return ""
 }

@@ -181,8 +181,15 @@ func (u *Uplink) Run(ctx context.Context) error {
 		return fmt.Errorf("reading the outbox: %w", err)
 	}
 	if !ok {
-		// A new uplink forwards what happens from now on, not the history.
+		// A new uplink forwards what happens from now on, not the history,
+		// but for the newest checkpoint, which upstream should hold at once.
 		cursor = u.eng.RestoredSeq()
+		if body, found := mqtt.NewestCheckpoint(ctx, u.eng, cursor); found && len(body) > 0 {
+			msg := journal.OutMessage{Topic: u.opts.Prefix + "checkpoints", Payload: body, Retain: true}
+			if err := u.store.Push([]journal.OutMessage{msg}); err != nil {
+				u.log.Error("uplink checkpoint not queued", "error", err)
+			}
+		}
 	}
 	u.c.Connect() // retries in the background until ctx ends
 	var wg sync.WaitGroup
@@ -290,6 +297,13 @@ func (u *Uplink) messages(ev runtime.Event) []journal.OutMessage {
 				add("state/"+rc.Device+"/"+rc.Capability, map[string]any{"device": rc.Device, "capability": rc.Capability,
 					"value": rc.Observed, "at": rc.At, "quality": "good", "confirmation": rc.Confirmation}, true, false)
 			}
+		}
+	case runtime.KindCheckpoint:
+		// Always forwarded, retained: a copy off the device is what makes a
+		// checkpoint evidence. Not essential: a newer one supersedes it, and
+		// the outbox drops the oldest first.
+		if len(ev.Body) > 0 {
+			add("checkpoints", json.RawMessage(ev.Body), true, false)
 		}
 	case runtime.KindApprovalRequested:
 		var ap struct{ ID string }
@@ -448,7 +462,7 @@ func (u *Uplink) command(ctx context.Context, m paho.Message) {
 	r := mqtt.ParseRoute(rel)
 	reply := func(rep mqtt.Reply) { u.reply(r, rep) }
 	refuse := func(outcome, why string) {
-		reply(mqtt.Refusal(r, outcome, why))
+		reply(mqtt.Refusal(r, mqtt.PeekID(m.Payload()), outcome, why))
 		u.log.Info("uplink command not taken", "topic", m.Topic(), "outcome", outcome, "why", why)
 	}
 	if m.Retained() {
