@@ -467,8 +467,10 @@ func (j *DB) verifyAtStart(ctx context.Context) {
 		j.distrust(errors.New("the journal closed before its chain was verified"))
 	case err != nil:
 		j.distrust(fmt.Errorf("verifying the chain at start: %w", err))
-	case !r.OK:
+	case r.Reason != "":
 		j.distrust(fmt.Errorf("the chain breaks at seq %d: %s", r.BadSeq, r.Reason))
+	case !r.OK:
+		j.distrust(fmt.Errorf("%d record(s) disagree with the events, the first: %s", len(r.BadRecords), r.BadRecords[0]))
 	default:
 		j.log.Info("journal verified", "events", r.Count, "records", r.Records, "took", time.Since(t0).Round(time.Millisecond))
 	}
@@ -910,10 +912,10 @@ func (j *DB) Close() error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.failed != nil {
-		return j.failed
+	if errors.Is(j.failed, ErrFailed) {
+		return j.failed // a write failed: what was queued is lost
 	}
-	return nil
+	return nil // a journal not trusted wrote nothing, and said why when it stopped
 }
 
 func sortSnapshot(s *runtime.Snapshot) {
