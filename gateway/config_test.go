@@ -346,3 +346,27 @@ uplink: {url: "tcp://site:1883", client_id: site-1, user: appr}
 		t.Fatalf("driver writes = %d, want 1", n)
 	}
 }
+
+// A mode's approvals_required is 1 or 2; every other number, however
+// large, is an error at its place, and none panics or is cut down to fit.
+func TestAdversarialConfigApprovalsRequired(t *testing.T) {
+	for _, v := range []string{"-1", "3", "2147483648", "9007199254740993", "9223372036854775807", "9223372036854775808",
+		"18446744073709551615", "1.5", "two", `"2"`} {
+		t.Run(v, func(t *testing.T) {
+			y := minimal + "modes: [{name: strict, base: supervised, approvals_required: " + v + "}]\n"
+			b, err := Load("c.yaml", []byte(y))
+			if err == nil {
+				t.Fatalf("approvals_required: %s loaded (%+v), want an error", v, b.Modes)
+			}
+			if !strings.Contains(err.Error(), "c.yaml:18:") || !strings.Contains(err.Error(), "modes[0]") {
+				t.Fatalf("approvals_required: %s: %v, want the place in the file", v, err)
+			}
+		})
+	}
+	for v, want := range map[string]int{"0": 1, "1": 1, "2": 2} {
+		b, err := Load("c.yaml", []byte(minimal+"modes: [{name: strict, base: supervised, approvals_required: "+v+"}]\n"))
+		if err != nil || b.Modes[0].ApprovalsRequired != want {
+			t.Errorf("approvals_required: %s = %+v, %v; want %d", v, b, err, want)
+		}
+	}
+}
