@@ -165,6 +165,24 @@ func BenchmarkRecovery(b *testing.B) {
 			_ = j.Close()
 		}
 	})
+	// Until writes may go on: the whole chain and every record verified,
+	// in the background while the gateway starts.
+	b.Run("open-load-verified", func(b *testing.B) {
+		for b.Loop() {
+			j, err := Open(path, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := j.Load(ctx); err != nil {
+				b.Fatal(err)
+			}
+			<-j.Verified()
+			if err := j.Err(); err != nil {
+				b.Fatal(err)
+			}
+			_ = j.Close()
+		}
+	})
 }
 
 // BenchmarkReadStep compares a raw sim read with a governed read step on

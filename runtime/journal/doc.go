@@ -10,17 +10,39 @@
 // shares the file through its own buckets:
 //
 //	journal    events, key = big-endian uint64 sequence
-//	effects    actuation attempts (JSON), key = idempotency key
-//	approvals  approvals (JSON), key = id
-//	rules      rules (JSON), key = id
-//	runs       runs (JSON), key = id
-//	state      "mode", "reading/<device>.<capability>", "receipt/<device>.<capability>" (JSON)
+//	effects    actuation attempts, key = idempotency key
+//	approvals  approvals, key = id
+//	rules      rules, key = id
+//	runs       runs, key = id
+//	state      "mode", "reading/<device>.<capability>", "receipt/<device>.<capability>"
 //	outbox     messages waiting for the uplink
 //	meta       "schema", "head", "anchor", "bytes"
-//	sessions   console sessions (JSON), key = SHA-256 of the session cookie
+//	sessions   console sessions, key = SHA-256 of the session cookie
 //
 // meta "schema" is a big-endian uint32. A file with a newer schema than this
-// build knows is refused with a *SchemaError, never rewritten.
+// build knows is refused with a *SchemaError, never rewritten. A schema 1
+// file (records not yet backed, see below) is upgraded at its first
+// writable open: its records are adopted by "records" events.
+//
+// # Records are caches of events
+//
+// Every record of effects, approvals, rules, runs, state and sessions is
+// stored as
+//
+//	u8 1 ‖ u64 seq ‖ JSON
+//
+// where seq is the event that made it, and that event lists the record among
+// its record changes (format 2, below) with the SHA-256 of the JSON. Verify
+// folds the record changes of every event and names each record that was
+// inserted, modified or deleted behind the journal's back; a start checks
+// every record it loads against its event, and the whole chain and every
+// record in the background, and fails closed (no more writes, reads go on)
+// on the first disagreement. Retention's deletions are events too ("records"
+// with delete-if changes); live records (pending approvals, rules in force,
+// open attempts, runs not ended, the state, sessions not expired) are
+// carried by a new "records" event before the events that made them are
+// pruned. History whose event was pruned is kept as it is: it can make
+// nothing act.
 //
 // # The chain
 //
@@ -35,7 +57,7 @@
 // prev is the hash of the event before; the first event ever written
 // (sequence 1) has 32 zero bytes. canonical(event) is, in this order:
 //
-//	u8   format, always 1
+//	u8   format: 1, or 2 when record changes follow the body
 //	u64  seq
 //	i64  at, Unix nanoseconds (UTC wall clock)
 //	i64  mono, nanoseconds on the writing boot's monotonic clock
@@ -46,6 +68,15 @@
 //	str  device
 //	str  body, the JSON bytes exactly as stored
 //
+// and, in format 2 only, the record changes the event makes:
+//
+//	u32  count (at least 1), then for each:
+//	str  bucket
+//	str  key
+//	u8   op: 1 put, 2 delete, 3 delete if the digest still matches,
+//	     4 carry (re-back unchanged) if the digest still matches
+//	32   SHA-256 of the record's JSON (zero for delete)
+//
 // u64 and i64 are 8 bytes big-endian (i64 in two's complement); str is a
 // u32 big-endian byte length followed by the bytes. An outside tool can
 // re-verify the chain from this alone: walk the journal bucket in key order,
@@ -55,7 +86,17 @@
 // Retention deletes the oldest events. The last one deleted is kept as meta
 // "anchor" (u64 seq ‖ 32-byte hash): the first event left must follow it.
 // meta "head" (the same layout) names the newest event, so a truncated tail
-// is found too.
+// is found too. meta "bytes" counts the bytes of the events stored.
+//
+// # Checkpoints
+//
+// With Options.Checkpoint set, the journal writes a "checkpoint" event every
+// Every events or Interval: a C2SP signed note (golang.org/x/mod/sumdb/note)
+// whose text is the origin, the sequence of the newest event written and
+// its hash in base64. The ed25519 key lives outside the file
+// (CheckpointKey). A copy of the journal extends a checkpoint when its chain
+// is whole and its event at that sequence still has the signed hash
+// (DB.Extends, shadowgate journal verify --checkpoint).
 //
 // # Durability
 //
