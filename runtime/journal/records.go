@@ -124,6 +124,9 @@ func (j *DB) backed(tx *bolt.Tx, bucket []byte, key []byte, v []byte) ([]byte, e
 	}
 	ev := tx.Bucket(bJournal).Get(seqKey(seq))
 	if ev == nil {
+		if a, _ := j.link(tx, kAnchor); a != nil && seq <= a.Seq && !live(string(bucket), js, time.Now()) {
+			return js, nil // history whose event was pruned: it can make nothing act
+		}
 		return nil, fail("event %d is not in the journal", seq)
 	}
 	d, err := decodeEvent(ev)

@@ -319,6 +319,8 @@ func TestRetentionCarriesLiveRecords(t *testing.T) {
 		e.Mode = &runtime.ModeRecord{Name: "interlocked", Since: now, By: "console:root"}
 	})
 	commit(t, j, runtime.Sync, ev(runtime.KindInvoked, `{}`), func(e *runtime.Entry) { e.Attempt = attempt("cmd-1", runtime.AttemptStaged) })
+	commit(t, j, runtime.Sync, ev(runtime.KindInvoked, `{}`), func(e *runtime.Entry) { e.Attempt = attempt("cmd-2", runtime.AttemptStaged) })
+	commit(t, j, runtime.Sync, ev(runtime.KindRefused, `{}`), func(e *runtime.Entry) { e.Attempt = attempt("cmd-2", runtime.AttemptRefused) })
 	for range 10 {
 		fill(t, j, 17)
 	}
@@ -334,6 +336,11 @@ func TestRetentionCarriesLiveRecords(t *testing.T) {
 	<-j.Verified()
 	if err != nil || j.Err() != nil || snap.Mode == nil || snap.Mode.Name != "interlocked" || len(snap.Open) != 1 {
 		t.Fatalf("Load after pruning = %+v, %v, Err %v", snap, err, j.Err())
+	}
+	// An ended attempt whose events were pruned is history: still found
+	// for a repeated command id, and trusted as such.
+	if a, ok, err := j.Attempt(t.Context(), "cmd-2"); err != nil || !ok || a.State != runtime.AttemptRefused {
+		t.Fatalf("Attempt(cmd-2) after pruning = %+v, %v, %v", a, ok, err)
 	}
 }
 
