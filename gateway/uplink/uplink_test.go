@@ -140,8 +140,9 @@ func startRig(t *testing.T, dir, addr string, maxBacklog int64) (*rig, func()) {
 	reg := devices.NewRegistry()
 	_ = reg.Add("sim", g)
 	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: j,
-		Rules:    []governance.Rule{{ID: "up", Principal: "uplink:*", Device: "valve-1", Capability: "open", Decision: governance.DecideAllow}},
-		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true}}}})
+		Rules: []governance.Rule{{ID: "up", Principal: "uplink:*", Device: "valve-1", Capability: "open", Decision: governance.DecideAllow}},
+		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
+			Confirm: &runtime.Confirm{ReadBack: true, Within: 500 * time.Millisecond}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,4 +379,100 @@ func TestParkedUpstreamCommandIsAnsweredAfterARestart(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// replies returns the replies upstream on a topic, decoded.
+func replies(w *watcher, topic string) []map[string]any {
+	var out []map[string]any
+	for _, p := range w.get(topic) {
+		var m map[string]any
+		_ = json.Unmarshal(p, &m)
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestUpstreamContradictedActAndBadPayloadID(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	defer up.stop()
+	r, _ := startRig(t, t.TempDir(), up.addr, 0)
+	eventually(t, "the link", func() bool { return r.u.Stats().Connected })
+	time.Sleep(100 * time.Millisecond) // the uplink's subscriptions settle
+	r.g.SetFault("valve-1", sim.Fault{Stuck: true})
+	expires := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	for _, p := range []string{
+		`{"value": "yes", "id": "u-bad", "expires": "` + expires + `"}`,
+		`{"value": true, "id": "u-stuck", "expires": "` + expires + `"}`,
+	} {
+		if err := up.srv.Publish(prefix+"cmd/valve-1/open", []byte(p), false, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topic := prefix + "reply/valve-1/open"
+	eventually(t, "two replies", func() bool { return len(replies(up.w, topic)) == 2 })
+	got := replies(up.w, topic)
+	if got[0]["id"] != "u-bad" || got[0]["outcome"] != "failed" {
+		t.Fatalf("reply to a bad value = %v", got[0])
+	}
+	if got[1]["id"] != "u-stuck" || got[1]["outcome"] != "contradicted" {
+		t.Fatalf("reply to an act the read-back contradicts = %v", got[1])
+	}
+}
+
+// seedCheckpoint journals a checkpoint in dir with no uplink running.
+func seedCheckpoint(t *testing.T, dir string) runtime.Event {
+	t.Helper()
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	eng, err := runtime.New(context.Background(), runtime.Options{Registry: devices.NewRegistry(), Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := eng.Note(t.Context(), runtime.KindCheckpoint, "", runtime.CheckpointBody{Note: "site/gh-1\n1\nAAAA\n", Size: 1, Hash: "ab", Key: "k+1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the checkpoint on disk", func() bool {
+		evs, _ := eng.Events(t.Context(), ev.Seq-1, 1)
+		return len(evs) == 1
+	})
+	return ev
+}
+
+func TestCheckpointsGoUpstreamRetained(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	defer up.stop()
+	dir := t.TempDir()
+	// A checkpoint made before the uplink was configured is the first
+	// thing a new uplink sends.
+	seeded := seedCheckpoint(t, dir)
+	r, _ := startRig(t, dir, up.addr, 0)
+	topic := prefix + "checkpoints"
+	eventually(t, "the seeded checkpoint upstream", func() bool { return len(up.w.get(topic)) == 1 })
+	if got := up.w.get(topic)[0]; string(got) != string(seeded.Body) {
+		t.Fatalf("checkpoints upstream = %s, want %s", got, seeded.Body)
+	}
+	ev, err := r.eng.Note(t.Context(), runtime.KindCheckpoint, "", runtime.CheckpointBody{Note: "site/gh-1\n2\nBBBB\n", Size: 2, Hash: "cd", Key: "k+1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new checkpoint upstream", func() bool { return len(up.w.get(topic)) == 2 })
+	// The upstream broker keeps the newest one for a later subscriber.
+	late := make(chan []byte, 4)
+	if err := up.srv.Subscribe(topic, 9, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) { late <- pk.Payload }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-late:
+		if string(p) != string(ev.Body) {
+			t.Fatalf("retained upstream = %s, want %s", p, ev.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no retained checkpoint upstream")
+	}
 }
