@@ -140,6 +140,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		Registry: reg, Journal: j, Policies: cfg.Policies, Modes: cfg.Modes, Mode: cfg.Mode, Rules: cfg.Rules,
 		Plans: cfg.Plans, OperateWithin: cfg.OperateWithin, ApprovalTimeout: cfg.ApprovalTimeout,
 		MaxRuleTTL: cfg.MaxRuleTTL, CommandLease: cfg.CommandLease, Logger: log.With("component", "runtime"),
+		Person: cfg.Person,
 		OnStep: metrics.ObserveStep,
 	})
 	if err != nil {

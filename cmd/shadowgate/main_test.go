@@ -26,11 +26,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"version"}, exitOK, "shadowgate dev"},
 		{[]string{"check"}, exitUsage, "give --config F"},
 		{[]string{"check", "--config", "../../examples/demo.yaml"}, exitOK, "ok (6 devices, 1 plans, mode supervised)"},
-		{[]string{"check", "--config", bad}, exitConfiguration, bad + ":3: field foo not found"},
+		{[]string{"check", "--config", bad}, exitConfiguration, bad + ":3:1: foo: unknown key \"foo\""},
 		{[]string{"check", "--config", filepath.Join(dir, "missing.yaml")}, exitConfiguration, "no such file"},
 		{[]string{"serve"}, exitUsage, "exactly one of --config F or --demo"},
 		{[]string{"serve", "--demo", "--log-level", "loud"}, exitUsage, "--log-level"},
-		{[]string{"serve", "--config", bad}, exitConfiguration, "field foo not found"},
+		{[]string{"serve", "--config", bad}, exitConfiguration, `unknown key "foo"`},
 	}
 	for _, tc := range tests {
 		var out, errOut bytes.Buffer
