@@ -65,14 +65,26 @@ func (r *Registry) Drivers() []Driver {
 // that came or went since the last refresh, sorted by id. When a device id
 // is offered by two drivers, the first driver added keeps it.
 func (r *Registry) Refresh() []Change {
-	r.mu.RLock()
-	drivers := r.drivers
-	r.mu.RUnlock()
+	drivers := r.driverList()
 	// Collect outside the lock: Devices may take a driver's own lock.
 	lists := make([][]Device, len(drivers))
 	for i, nd := range drivers {
 		lists[i] = nd.d.Devices()
 	}
+	return r.update(drivers, lists)
+}
+
+// driverList returns the registered drivers as they are now. The slice is
+// only ever appended to, so the caller may range over it without the lock.
+func (r *Registry) driverList() []namedDriver {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.drivers
+}
+
+// update replaces the devices by the ones the drivers listed and returns
+// what came or went.
+func (r *Registry) update(drivers []namedDriver, lists [][]Device) []Change {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sameLocked(drivers, lists) {
@@ -128,12 +140,18 @@ func (r *Registry) Lookup(id string) (Entry, bool) {
 
 // Devices returns the online devices sorted by id.
 func (r *Registry) Devices() []Device {
+	out := r.unsorted()
+	slices.SortFunc(out, func(a, b Device) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// unsorted returns the online devices in map order.
+func (r *Registry) unsorted() []Device {
 	r.mu.RLock()
+	defer r.mu.RUnlock()
 	out := make([]Device, 0, len(r.devices))
 	for _, e := range r.devices {
 		out = append(out, e.Device)
 	}
-	r.mu.RUnlock()
-	slices.SortFunc(out, func(a, b Device) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }

@@ -350,10 +350,23 @@ func (g *Greenhouse) Write(ctx context.Context, device, capability string, v dev
 	if g.writeHook != nil {
 		g.writeHook(ctx, device, capability, v)
 	}
+	if err := g.apply(addr, device+"."+capability, v, f.Stuck); err != nil {
+		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
+	}
+	if err := wait(ctx, f.AckDelay); err != nil {
+		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
+	}
+	return nil
+}
+
+// apply records a write that took effect (or was swallowed, when stuck),
+// moves the actuator at addr and saves the state file.
+func (g *Greenhouse) apply(addr, target string, v devices.Value, stuck bool) error {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.advanceLocked(g.now())
-	g.written[device+"."+capability] = append(g.written[device+"."+capability], v)
-	if !f.Stuck {
+	g.written[target] = append(g.written[target], v)
+	if !stuck {
 		switch addr {
 		case "pump":
 			g.st.Pump = v.Bool
@@ -363,15 +376,7 @@ func (g *Greenhouse) Write(ctx context.Context, device, capability string, v dev
 			g.st.Heater = v.Bool
 		}
 	}
-	err = g.saveLocked()
-	g.mu.Unlock()
-	if err != nil {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
-	}
-	if err := wait(ctx, f.AckDelay); err != nil {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
-	}
-	return nil
+	return g.saveLocked()
 }
 
 // receive counts a write that reached the device, in the state file too.
