@@ -37,7 +37,7 @@ import (
 const prefix = "shadowgate/test/"
 
 type testGW struct {
-	t    *testing.T
+	t    testing.TB
 	eng  *runtime.Engine
 	g    *sim.Greenhouse
 	b    *Broker
@@ -55,7 +55,7 @@ type gwOptions struct {
 	maxClients int
 }
 
-func hash(t *testing.T, pw string) []byte {
+func hash(t testing.TB, pw string) []byte {
 	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func greenhouse() []devices.Device {
 	}
 }
 
-func startGW(t *testing.T, o gwOptions) *testGW {
+func startGW(t testing.TB, o gwOptions) *testGW {
 	t.Helper()
 	dir := o.dir
 	if dir == "" {
