@@ -216,9 +216,10 @@ devices:
 	upstream := watchBroker(t, upAddr, "e2e-upstream-watch", "", "", true, p+"#")
 	localEvents := watchBroker(t, localAddr, "e2e-local-watch", "e2e", "e2e-password", false, p+"events")
 
-	// An independent v5 client asks and reads the reply on its own topic.
+	// An independent v5 client asks and reads the reply on its own topic
+	// (never one of the gateway's output topics, such as reply/).
 	out, err := exec.Command(rr, "-h", "127.0.0.1", "-p", fmt.Sprint(local), "-u", "e2e", "-P", "e2e-password",
-		"-t", p+"cmd/valve-1/open", "-e", p+"reply/rr", "-m", `{"value": true, "id": "rr-1"}`, "-W", "10").CombinedOutput()
+		"-t", p+"cmd/valve-1/open", "-e", p+"inbox/rr", "-m", `{"value": true, "id": "rr-1"}`, "-W", "10").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"outcome":"acted"`) || !strings.Contains(string(out), `"id":"rr-1"`) {
 		t.Fatalf("mosquitto_rr: %v\n%s", err, out)
 	}
