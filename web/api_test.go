@@ -41,7 +41,7 @@ type siteOptions struct {
 	mode            string
 	approvalTimeout time.Duration
 	prepare         func(j *journal.DB) // before the engine starts
-	now             func() time.Time   // the server's clock; nil means time.Now
+	now             func() time.Time    // the server's clock; nil means time.Now
 }
 
 // tokens by role; each is also the token's name.
@@ -84,7 +84,8 @@ func newSite(t testing.TB, o siteOptions) *site {
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx) }()
 	h, _ := bcrypt.GenerateFromPassword([]byte("password-1"), bcrypt.MinCost)
-	users, _ := access.NewUsers([]access.User{{Name: "ann", Role: access.Approver, Hash: h}, {Name: "olga", Role: access.Operator, Hash: h}})
+	users, _ := access.NewUsers([]access.User{{Name: "ann", Role: access.Approver, Hash: h}, {Name: "olga", Role: access.Operator, Hash: h},
+		{Name: "vera", Role: access.Viewer, Hash: h}, {Name: "adam", Role: access.Admin, Hash: h}})
 	var toks []Token
 	for _, name := range tokens {
 		r, _ := access.ParseRole(strings.TrimSuffix(name, "2"))
