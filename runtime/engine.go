@@ -427,12 +427,12 @@ type bus struct {
 
 func (b *bus) publish(seq uint64) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if seq > b.last {
 		b.last = seq
 	}
 	close(b.ch)
 	b.ch = make(chan struct{})
-	b.mu.Unlock()
 }
 
 func (b *bus) changed() <-chan struct{} {
@@ -450,13 +450,16 @@ func (e *Engine) LastSeq() uint64 {
 
 // Readings returns the latest reading of every capability, sorted.
 func (e *Engine) Readings() []Reading {
-	e.facts.mu.RLock()
-	out := make([]Reading, 0, len(e.facts.m))
-	for k, r := range e.facts.m {
-		dev, capability := splitRef(k)
-		out = append(out, Reading{Device: dev, Capability: capability, Reading: r})
-	}
-	e.facts.mu.RUnlock()
+	out := func() []Reading {
+		e.facts.mu.RLock()
+		defer e.facts.mu.RUnlock()
+		out := make([]Reading, 0, len(e.facts.m))
+		for k, r := range e.facts.m {
+			dev, capability := splitRef(k)
+			out = append(out, Reading{Device: dev, Capability: capability, Reading: r})
+		}
+		return out
+	}()
 	slices.SortFunc(out, func(a, b Reading) int {
 		if a.Device != b.Device {
 			return strings.Compare(a.Device, b.Device)

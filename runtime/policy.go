@@ -101,9 +101,7 @@ type facts struct {
 }
 
 func (f *facts) Fact(sensor string) (governance.Fact, bool) {
-	f.mu.RLock()
-	r, ok := f.m[sensor]
-	f.mu.RUnlock()
+	r, ok := f.get(sensor)
 	if !ok {
 		return governance.Fact{}, false
 	}
@@ -119,32 +117,32 @@ func (f *facts) get(sensor string) (devices.Reading, bool) {
 
 func (f *facts) put(sensor string, r devices.Reading) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if old, ok := f.m[sensor]; !ok || !r.At.Before(old.At) {
 		f.m[sensor] = r
 	}
-	f.mu.Unlock()
 }
 
 // markBad keeps the last value of sensor but marks it bad, after a failed read.
 func (f *facts) markBad(sensor string) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if r, ok := f.m[sensor]; ok {
 		r.Quality = devices.QualityBad
 		f.m[sensor] = r
 	}
-	f.mu.Unlock()
 }
 
 // markDevice marks every reading of a device bad, when it goes offline.
 func (f *facts) markDevice(device string) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	for k, r := range f.m {
 		if dev, _ := splitRef(k); dev == device {
 			r.Quality = devices.QualityBad
 			f.m[k] = r
 		}
 	}
-	f.mu.Unlock()
 }
 
 // changes records when an actuator was changed by our command, for the
