@@ -271,15 +271,22 @@ func (e *Engine) Approval(id string) (Approval, bool) {
 
 // Approvals returns the pending approvals, oldest first.
 func (e *Engine) Approvals() []Approval {
+	out := e.approvalsWhere(func(s ApprovalStatus) bool { return s == ApprovalPending })
+	slices.SortFunc(out, func(a, b Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
+	return out
+}
+
+// approvalsWhere returns the records of the approvals whose status keep
+// accepts, in no order.
+func (e *Engine) approvalsWhere(keep func(ApprovalStatus) bool) []Approval {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	var out []Approval
 	for _, p := range e.approvals {
-		if p.rec.Status == ApprovalPending {
+		if keep(p.rec.Status) {
 			out = append(out, p.rec)
 		}
 	}
-	e.mu.Unlock()
-	slices.SortFunc(out, func(a, b Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
 	return out
 }
 

@@ -26,9 +26,7 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 			continue
 		}
 		idx := i + 1
-		r.mu.Lock()
-		r.rec.Step = idx
-		r.mu.Unlock()
+		r.setStep(idx)
 		if ctx.Err() != nil {
 			end, why = EndCancelled, "cancelled before step "+strconv.Itoa(idx)
 			break
@@ -63,14 +61,7 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 			break
 		}
 	}
-	r.mu.Lock()
-	r.rec.Status, r.rec.End, r.rec.Why, r.rec.EndedAt = RunEnded, end, why, e.now()
-	if !r.activeSince.IsZero() {
-		r.rec.Spent += e.now().Sub(r.activeSince)
-		r.activeSince = time.Time{}
-	}
-	final := r.rec
-	r.mu.Unlock()
+	final := r.end(end, why, e.now)
 	// The run's own context may be cancelled; its end is still recorded.
 	_, _ = e.commit(context.WithoutCancel(ctx), Async, Event{Kind: KindEnded, Run: final.ID}, map[string]any{
 		"end": final.End, "why": final.Why, "steps": final.Steps, "actuations": final.Actuations, "spent": final.Spent.String(),
@@ -154,9 +145,7 @@ func (e *Engine) runStep(ctx context.Context, r *run, idx int, s PlanStep) Obser
 // awaitAnswer waits until the approval is decided, expires, or ctx is done.
 // It returns the approved record, or nil and why not.
 func (e *Engine) awaitAnswer(ctx context.Context, id string) (*Approval, string) {
-	e.mu.Lock()
-	p, ok := e.approvals[id]
-	e.mu.Unlock()
+	p, ok := e.pendingByID(id)
 	if !ok {
 		return nil, "approval " + id + " is gone"
 	}
@@ -174,9 +163,7 @@ func (e *Engine) awaitAnswer(ctx context.Context, id string) (*Approval, string)
 		}
 		e.supersede(context.WithoutCancel(ctx), id, "the run was cancelled")
 	}
-	e.mu.Lock()
-	rec := p.rec
-	e.mu.Unlock()
+	rec := e.approvalRecord(p)
 	switch rec.Status {
 	case ApprovalApproved:
 		return &rec, ""
@@ -191,6 +178,21 @@ func (e *Engine) awaitAnswer(ctx context.Context, id string) (*Approval, string)
 		return nil, "approval " + id + " expired at " + rec.Expires.Format(time.RFC3339) + " unanswered"
 	}
 	return nil, "approval " + id + " was " + string(rec.Status)
+}
+
+// pendingByID returns the approval with the given id, pending or not.
+func (e *Engine) pendingByID(id string) (*pending, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.approvals[id]
+	return p, ok
+}
+
+// approvalRecord returns a copy of p's record as it stands.
+func (e *Engine) approvalRecord(p *pending) Approval {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return p.rec
 }
 
 // expect polls a sensor with governed reads until the condition holds.

@@ -248,6 +248,41 @@ func (r *run) record() RunRecord {
 	return r.rec
 }
 
+// outcome returns the run's latest observation with its record.
+func (r *run) outcome() (Observation, RunRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, r.rec
+}
+
+// setStep records the step the run is at.
+func (r *run) setStep(idx int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rec.Step = idx
+}
+
+// end ends the run's record as end says, stops its wall clock, and
+// returns the final record.
+func (r *run) end(end EndReason, why string, now func() time.Time) RunRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rec.Status, r.rec.End, r.rec.Why, r.rec.EndedAt = RunEnded, end, why, now()
+	if !r.activeSince.IsZero() {
+		r.rec.Spent += now().Sub(r.activeSince)
+		r.activeSince = time.Time{}
+	}
+	return r.rec
+}
+
+// runByID returns the run with the given id, if the engine still holds it.
+func (e *Engine) runByID(id string) (*run, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.runs[id]
+	return r, ok
+}
+
 // Command is one request to read or write a capability, from MQTT, the API
 // or the console. It runs as a one-step plan.
 type Command struct {
@@ -286,19 +321,13 @@ func (e *Engine) Do(ctx context.Context, cmd Command) (Observation, error) {
 	}
 	plan := &Plan{Name: "command", Lease: e.opts.CommandLease,
 		Steps: []PlanStep{{Op: op, Device: cmd.Device, Capability: cmd.Capability, Value: cmd.Value}}}
-	e.mu.Lock()
-	if r, ok := e.requests[key]; ok {
-		e.mu.Unlock()
-		return e.repeat(ctx, r, plan.Steps[0], cmd)
-	}
-	r, err := e.newRunLocked(plan, cmd.Principal, cmd.Origin, cmd.RequestID, cmd.Reason, cmd.ReplyTo)
+	r, seen, err := e.newRequest(key, plan, cmd.Principal, cmd.Origin, cmd.RequestID, cmd.Reason, cmd.ReplyTo)
 	if err != nil {
-		e.mu.Unlock()
 		return Observation{}, err
 	}
-	e.requests[key] = r
-	r.requestKey = key
-	e.mu.Unlock()
+	if seen {
+		return e.repeat(ctx, r, plan.Steps[0], cmd)
+	}
 	e.start(r)
 	select {
 	case obs := <-r.first:
@@ -321,9 +350,7 @@ func (e *Engine) repeat(ctx context.Context, r *run, s PlanStep, cmd Command) (O
 	case <-ctx.Done():
 		return Observation{}, ctx.Err()
 	}
-	r.mu.Lock()
-	obs := r.last
-	r.mu.Unlock()
+	obs, _ := r.outcome()
 	obs.RequestID, obs.Replayed = cmd.RequestID, true
 	return obs, nil
 }
@@ -348,27 +375,41 @@ func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error)
 	if sp.Principal == "" {
 		return RunRecord{}, errors.New("a plan run needs a principal")
 	}
-	e.mu.Lock()
 	key := ""
 	if sp.RequestID != "" {
 		key = sp.Principal + "/run/" + sp.RequestID
+	}
+	r, seen, err := e.newRequest(key, p, sp.Principal, sp.Origin, sp.RequestID, sp.Reason, sp.ReplyTo)
+	if err != nil {
+		return RunRecord{}, err
+	}
+	if seen {
+		return r.record(), nil
+	}
+	e.start(r)
+	return r.record(), nil
+}
+
+// newRequest returns the run already made under the idempotency key, with
+// seen set, or makes a new run of p and files it under key. An empty key
+// files nothing. The caller starts a new run.
+func (e *Engine) newRequest(key string, p *Plan, principal, origin, requestID, reason, replyTo string) (r *run, seen bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if key != "" {
 		if r, ok := e.requests[key]; ok {
-			e.mu.Unlock()
-			return r.record(), nil
+			return r, true, nil
 		}
 	}
-	r, err := e.newRunLocked(p, sp.Principal, sp.Origin, sp.RequestID, sp.Reason, sp.ReplyTo)
+	r, err = e.newRunLocked(p, principal, origin, requestID, reason, replyTo)
 	if err != nil {
-		e.mu.Unlock()
-		return RunRecord{}, err
+		return nil, false, err
 	}
 	if key != "" {
 		e.requests[key] = r
 		r.requestKey = key
 	}
-	e.mu.Unlock()
-	e.start(r)
-	return r.record(), nil
+	return r, false, nil
 }
 
 func (e *Engine) newRunLocked(p *Plan, principal, origin, requestID, reason, replyTo string) (*run, error) {
@@ -406,12 +447,15 @@ func (e *Engine) planActive(name string) bool {
 
 // Runs returns the records of the runs this engine knows, newest first.
 func (e *Engine) Runs() []RunRecord {
-	e.mu.Lock()
-	out := make([]RunRecord, 0, len(e.runs))
-	for _, r := range e.runs {
-		out = append(out, r.record())
-	}
-	e.mu.Unlock()
+	out := func() []RunRecord {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		out := make([]RunRecord, 0, len(e.runs))
+		for _, r := range e.runs {
+			out = append(out, r.record())
+		}
+		return out
+	}()
 	sortRuns(out)
 	return out
 }
@@ -419,9 +463,7 @@ func (e *Engine) Runs() []RunRecord {
 // Cancel cancels a run. A parked run ends cancelled; an act in progress
 // finishes its read-back first.
 func (e *Engine) Cancel(id string) error {
-	e.mu.Lock()
-	r, ok := e.runs[id]
-	e.mu.Unlock()
+	r, ok := e.runByID(id)
 	if !ok {
 		return errors.New("run " + id + " not found")
 	}
@@ -431,9 +473,7 @@ func (e *Engine) Cancel(id string) error {
 
 // Wait blocks until the run has ended or ctx is done, and returns its record.
 func (e *Engine) Wait(ctx context.Context, id string) (RunRecord, error) {
-	e.mu.Lock()
-	r, ok := e.runs[id]
-	e.mu.Unlock()
+	r, ok := e.runByID(id)
 	if !ok {
 		return RunRecord{}, errors.New("run " + id + " not found")
 	}

@@ -43,9 +43,7 @@ func (e *Engine) PlanNames() []string {
 // Outcome waits until the run has ended and returns the observation that
 // ended it (for a command: acted, refused or failed) with the run's record.
 func (e *Engine) Outcome(ctx context.Context, id string) (Observation, RunRecord, error) {
-	e.mu.Lock()
-	r, ok := e.runs[id]
-	e.mu.Unlock()
+	r, ok := e.runByID(id)
 	if !ok {
 		return Observation{}, RunRecord{}, errors.New("run " + id + " not found")
 	}
@@ -54,34 +52,37 @@ func (e *Engine) Outcome(ctx context.Context, id string) (Observation, RunRecord
 	case <-ctx.Done():
 		return Observation{}, r.record(), ctx.Err()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.last, r.rec, nil
+	obs, rec := r.outcome()
+	return obs, rec, nil
 }
 
 // States returns the last known state of every capability: its latest
 // reading and, for an actuator, its latest receipt. Both survive restarts.
 func (e *Engine) States() []StateRecord {
 	byRef := map[string]*StateRecord{}
-	e.facts.mu.RLock()
-	for k, rd := range e.facts.m {
-		dev, capability := splitRef(k)
-		r := rd
-		byRef[k] = &StateRecord{Device: dev, Capability: capability, Reading: &r}
-	}
-	e.facts.mu.RUnlock()
-	e.mu.Lock()
-	for k, rc := range e.receipts {
-		st, ok := byRef[k]
-		if !ok {
+	func() {
+		e.facts.mu.RLock()
+		defer e.facts.mu.RUnlock()
+		for k, rd := range e.facts.m {
 			dev, capability := splitRef(k)
-			st = &StateRecord{Device: dev, Capability: capability}
-			byRef[k] = st
+			r := rd
+			byRef[k] = &StateRecord{Device: dev, Capability: capability, Reading: &r}
 		}
-		c := rc
-		st.Receipt = &c
-	}
-	e.mu.Unlock()
+	}()
+	func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for k, rc := range e.receipts {
+			st, ok := byRef[k]
+			if !ok {
+				dev, capability := splitRef(k)
+				st = &StateRecord{Device: dev, Capability: capability}
+				byRef[k] = st
+			}
+			c := rc
+			st.Receipt = &c
+		}
+	}()
 	out := make([]StateRecord, 0, len(byRef))
 	for _, st := range byRef {
 		out = append(out, *st)
@@ -110,14 +111,7 @@ func (e *Engine) Attempt(ctx context.Context, key string) (Attempt, bool, error)
 // RecentApprovals returns up to n approvals this engine has seen closed
 // (answered, expired or superseded), newest first.
 func (e *Engine) RecentApprovals(n int) []Approval {
-	e.mu.Lock()
-	var out []Approval
-	for _, p := range e.approvals {
-		if p.rec.Status != ApprovalPending {
-			out = append(out, p.rec)
-		}
-	}
-	e.mu.Unlock()
+	out := e.approvalsWhere(func(s ApprovalStatus) bool { return s != ApprovalPending })
 	slices.SortFunc(out, func(a, b Approval) int { return b.RequestedAt.Compare(a.RequestedAt) })
 	if len(out) > n {
 		out = out[:n]
@@ -160,14 +154,17 @@ func (e *Engine) Plans() []Plan {
 // their ReplyTo, so that a surface can answer them once they end, also
 // after a restart.
 func (e *Engine) Parked(origin string) []RunRecord {
-	e.mu.Lock()
-	var out []RunRecord
-	for _, r := range e.runs {
-		if rec := r.record(); rec.Origin == origin && rec.Status == RunParked {
-			out = append(out, rec)
+	out := func() []RunRecord {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		var out []RunRecord
+		for _, r := range e.runs {
+			if rec := r.record(); rec.Origin == origin && rec.Status == RunParked {
+				out = append(out, rec)
+			}
 		}
-	}
-	e.mu.Unlock()
+		return out
+	}()
 	sortRuns(out)
 	return out
 }
