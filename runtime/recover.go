@@ -183,13 +183,17 @@ func (e *Engine) reconcile(ctx context.Context) {
 			e.stayLocked(ctx, a, "the read-back is "+got.String()+", not the commanded "+a.Value.String())
 			continue
 		}
-		e.mu.Lock()
-		if cur, ok := e.locked[target]; !ok || cur.ID != a.ID {
-			e.mu.Unlock()
+		settled, err := func() (bool, error) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if cur, ok := e.locked[target]; !ok || cur.ID != a.ID {
+				return false, nil
+			}
+			return true, e.settleLocked(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got)
+		}()
+		if !settled {
 			continue
 		}
-		err := e.settleLocked(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got)
-		e.mu.Unlock()
 		if err == nil {
 			e.log.Info("actuator unlocked: the read-back reconciled the attempt", "device_id", a.Device, "capability", a.Capability, "attempt", a.ID)
 		}
@@ -354,12 +358,15 @@ func (e *Engine) RestoredSeq() uint64 {
 
 // Locks returns the attempts that hold an actuator locked, oldest first.
 func (e *Engine) Locks() []Attempt {
-	e.mu.Lock()
-	out := make([]Attempt, 0, len(e.locked))
-	for _, a := range e.locked {
-		out = append(out, a)
-	}
-	e.mu.Unlock()
+	out := func() []Attempt {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		out := make([]Attempt, 0, len(e.locked))
+		for _, a := range e.locked {
+			out = append(out, a)
+		}
+		return out
+	}()
 	slices.SortFunc(out, func(a, b Attempt) int { return a.Updated.Compare(b.Updated) })
 	return out
 }

@@ -242,13 +242,16 @@ func digest(device, capability string, v devices.Value, principal, key string) s
 // lockActuator serializes the acts on one actuator, so that judging,
 // acting and reading back see one history. It returns the unlock.
 func (e *Engine) lockActuator(ctx context.Context, target string) (func(), error) {
-	e.mu.Lock()
-	ch, ok := e.actLocks[target]
-	if !ok {
-		ch = make(chan struct{}, 1)
-		e.actLocks[target] = ch
-	}
-	e.mu.Unlock()
+	ch := func() chan struct{} {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		ch, ok := e.actLocks[target]
+		if !ok {
+			ch = make(chan struct{}, 1)
+			e.actLocks[target] = ch
+		}
+		return ch
+	}()
 	select {
 	case ch <- struct{}{}:
 		return func() { <-ch }, nil

@@ -214,9 +214,7 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		base.Kind, base.Why, base.Receipt = Failed, "acted, but the receipt could not be journaled: "+err.Error(), rc
 		return base
 	}
-	e.mu.Lock()
-	e.receipts[target] = *rc
-	e.mu.Unlock()
+	e.setReceipt(target, *rc)
 	if rc.Confirmation == Contradicted {
 		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: base.Run, Step: w.step, Device: w.device},
 			map[string]any{"device": w.device, "capability": w.capability, "why": rc.Detail, "attempt": a.ID}, nil)
@@ -241,22 +239,20 @@ func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c 
 	_, _ = e.commit(ctx, Sync, Event{Kind: KindFailed, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
 		"device": a.Device, "capability": a.Capability, "attempt": a.ID, "state": a.State, "error": a.Why,
 	}, func(en *Entry) { en.Attempt = &rec })
-	e.mu.Lock()
-	e.locked[target] = a // locked even if that record could not be written: fail closed
-	e.mu.Unlock()
+	e.lockTarget(target, a) // locked even if that record could not be written: fail closed
 	if c.ReadBack {
 		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
 		if obs.Kind == Completed && obs.Reading != nil && obs.Reading.Value.Equal(a.Value) {
 			got := obs.Reading.Value
-			e.mu.Lock()
-			err := e.settleLocked(ctx, a, "gateway", "the driver did not answer, but the read-back "+got.String()+" equals the commanded value", &got)
-			e.mu.Unlock()
+			err := func() error {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				return e.settleLocked(ctx, a, "gateway", "the driver did not answer, but the read-back "+got.String()+" equals the commanded value", &got)
+			}()
 			if err == nil {
 				e.recordChange(target)
 				rc.Confirmation, rc.Observed, rc.Detail = Confirmed, &got, "the driver did not answer; the read-back shows the act took effect"
-				e.mu.Lock()
-				e.receipts[target] = *rc
-				e.mu.Unlock()
+				e.setReceipt(target, *rc)
 				base.Kind, base.Receipt = Acted, rc
 				return base
 			}
@@ -273,6 +269,20 @@ func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c 
 	base.Kind, base.Receipt = Failed, rc
 	base.Why = a.Why + "; " + target + " is locked until an admin resolves attempt " + a.ID
 	return base
+}
+
+// setReceipt records the latest receipt of target.
+func (e *Engine) setReceipt(target string, rc Receipt) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.receipts[target] = rc
+}
+
+// lockTarget locks target until attempt a is reconciled or resolved.
+func (e *Engine) lockTarget(target string, a Attempt) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.locked[target] = a
 }
 
 func attemptBody(a *Attempt) map[string]any {
@@ -377,28 +387,41 @@ func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v gove
 		}
 	}
 	p := &pending{rec: ap, decided: make(chan struct{})}
-	e.mu.Lock()
 	target := ref(w.device, w.capability)
-	if id, busy := e.byTarget[target]; busy {
-		e.mu.Unlock()
+	if id, busy := e.addPending(target, p); busy {
 		return e.refused(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: target + " already has a pending approval " + id})
 	}
-	e.approvals[ap.ID] = p
-	e.byTarget[target] = ap.ID
-	e.mu.Unlock()
 	rr := w.run.park(now, ap.ID)
 	rec := ap
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested, Run: base.Run, Step: w.step, Device: w.device}, &rec,
 		func(en *Entry) { en.Approval = &rec; en.Run = rr }); err != nil {
-		e.mu.Lock()
-		delete(e.approvals, ap.ID)
-		delete(e.byTarget, target)
-		e.mu.Unlock()
+		e.dropPending(target, ap.ID)
 		return e.failedQuiet(base, "not asking: the request could not be journaled: "+err.Error())
 	}
 	base.Kind, base.Why, base.Stage, base.Mode = ApprovalRequest, v.Why, v.Stage.String(), v.Mode
 	base.Approval = &rec
 	return base
+}
+
+// addPending files p as the pending approval of target, unless target
+// already has one: then it returns that one's id and busy.
+func (e *Engine) addPending(target string, p *pending) (id string, busy bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if id, busy := e.byTarget[target]; busy {
+		return id, true
+	}
+	e.approvals[p.rec.ID] = p
+	e.byTarget[target] = p.rec.ID
+	return "", false
+}
+
+// dropPending forgets the approval id of target, which was never journaled.
+func (e *Engine) dropPending(target, id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.approvals, id)
+	delete(e.byTarget, target)
 }
 
 // useAuthorization consumes the single-use authorization of an approval,
@@ -420,10 +443,12 @@ func (e *Engine) useAuthorization(ap *Approval, dg string) string {
 	used := *az
 	used.Used = true
 	ap.Authorization = &used
-	e.mu.Lock()
-	if p, ok := e.approvals[ap.ID]; ok {
-		p.rec.Authorization = &used
-	}
-	e.mu.Unlock()
+	func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if p, ok := e.approvals[ap.ID]; ok {
+			p.rec.Authorization = &used
+		}
+	}()
 	return ""
 }
