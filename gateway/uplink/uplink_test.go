@@ -476,3 +476,39 @@ func TestCheckpointsGoUpstreamRetained(t *testing.T) {
 		t.Fatal("no retained checkpoint upstream")
 	}
 }
+
+func TestAdversarialUplinkNumbers(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	defer up.stop()
+	r, _ := startRig(t, t.TempDir(), up.addr, 0)
+	eventually(t, "the link", func() bool { return r.u.Stats().Connected })
+	time.Sleep(100 * time.Millisecond) // the uplink's subscriptions settle
+	expires := `"` + time.Now().Add(time.Minute).UTC().Format(time.RFC3339) + `"`
+	var payloads []string
+	for _, n := range []string{"0", "-1", "2147483648", "9007199254740993", "9223372036854775807", "9223372036854775808",
+		"18446744073709551615", "1e400", `"12"`, "NaN"} {
+		payloads = append(payloads,
+			`{"value": true, "expires": `+n+`}`,
+			`{"value": true, "at": `+n+`}`,
+			`{"value": `+n+`, "expires": `+expires+`}`,
+			n)
+		if n != `"12"` {
+			payloads = append(payloads, `{"value": true, "id": `+n+`, "expires": `+expires+`}`)
+		}
+	}
+	topic := prefix + "reply/valve-1/open"
+	for i, p := range payloads {
+		if err := up.srv.Publish(prefix+"cmd/valve-1/open", []byte(p), false, 1); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "a reply to "+p, func() bool { return len(replies(up.w, topic)) == i+1 })
+		got := replies(up.w, topic)[i]
+		if (got["outcome"] != "failed" && got["outcome"] != "refused") || got["why"] == "" {
+			t.Errorf("%s: reply %v, want failed or refused saying why", p, got)
+		}
+	}
+	if n := r.g.Count("write", "valve-1", "open"); n != 0 {
+		t.Fatalf("the valve was written %d times", n)
+	}
+}
