@@ -2,8 +2,12 @@ package journal
 
 import (
 	"bytes"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/shadowgate/shadowgate/runtime"
 )
@@ -21,6 +25,13 @@ func FuzzDecodeEvent(f *testing.F) {
 		v, _ := encodeEvent(&ev, nil, hash{1, 2, 3})
 		f.Add(v)
 	}
+	withRefs := runtime.Event{Seq: 9, At: time.Unix(1_700_000_000, 0).UTC(), Kind: runtime.KindApprovalRequested, Body: []byte(`{}`)}
+	v, _ := encodeEvent(&withRefs, []ref{
+		{bucket: "approvals", key: "apr-1", op: opPut, digest: digestOf([]byte(`{"id":"apr-1"}`))},
+		{bucket: "sessions", key: "ab", op: opDelete},
+		{bucket: "effects", key: "k", op: opCarry, digest: hash{7}},
+	}, hash{4})
+	f.Add(v)
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 80))
 	f.Fuzz(func(t *testing.T, v []byte) {
@@ -31,6 +42,38 @@ func FuzzDecodeEvent(f *testing.F) {
 		again := appendCanonical(nil, &d.ev, d.refs)
 		if !bytes.Equal(again, d.canonical) {
 			t.Fatalf("decoded %+v re-encodes as %x, stored %x", d.ev, again, d.canonical)
+		}
+	})
+}
+
+// FuzzParseCheckpoint feeds checkpoint files to the parser a user points
+// journal verify --checkpoint at: it must never panic, and what it accepts
+// must be signed by the key.
+func FuzzParseCheckpoint(f *testing.F) {
+	skey, vkey, err := note.GenerateKey(nil, "shadowgate-fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	good, err := note.Sign(&note.Note{Text: "shadowgate/fuzz\n42\n" + strings.Repeat("A", 43) + "=\n"}, signer)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"note":` + strconv.Quote(string(good)) + `}`))
+	f.Add([]byte(`{"seq":3,"kind":"checkpoint","body":{"note":` + strconv.Quote(string(good)) + `}}`))
+	f.Add([]byte("shadowgate/fuzz\n18446744073709551616\nAAAA\n\n— shadowgate-fuzz AAAA\n"))
+	f.Add([]byte("{"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseCheckpoint(b, vkey)
+		if err != nil {
+			return
+		}
+		if len(c.Hash) != 2*hashSize {
+			t.Fatalf("accepted a checkpoint with hash %q", c.Hash)
 		}
 	})
 }
