@@ -136,7 +136,7 @@ type observedBody struct {
 func (e *Engine) driverRead(ctx context.Context, d devices.Driver, device, capability string) (devices.Reading, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
 	defer cancel()
-	rd, err := d.Read(ctx, device, capability)
+	rd, err := e.callRead(ctx, d, device, capability)
 	if err != nil {
 		return devices.Reading{}, err
 	}

@@ -181,13 +181,14 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	}
 	w.run.charge(true)
 	dctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
-	err := ent.Driver.Write(dctx, w.device, w.capability, w.value)
+	err := e.callWrite(dctx, ent.Driver, w.device, w.capability, w.value)
 	cancel()
 	target := ref(w.device, w.capability)
 	rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value, Driver: "ok"}
-	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, errDriverPanicked)) {
 		// The command may have reached the device: its effect is unknown,
-		// exactly as after a crash in the middle of a write.
+		// exactly as after a crash in the middle of a write. A driver that
+		// panicked may have sent it too.
 		return e.unknownAct(context.WithoutCancel(ctx), base, a, c, rc, err)
 	}
 	if err != nil {
