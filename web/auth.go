@@ -199,17 +199,10 @@ func (s *Server) logout(c echo.Context) error {
 // noteFailures journals a summary of failed logins from one address in
 // one window: how many, as whom, never a password or a token.
 func (s *Server) noteFailures(sum access.Summary) {
-	surface := strings.Join(sum.Surfaces, ",")
-	body := map[string]any{"action": "login_failed", "surface": surface, "remote": sum.Remote, "failures": sum.Failures,
-		"refused": sum.Refused, "users": nonNil(sum.Users), "other_users": sum.OtherUsers, "why": sum.Why,
-		"first": sum.First, "last": sum.Last, "locked_out": sum.LockedOut}
-	if sum.Addresses > 1 {
-		body["addresses"] = sum.Addresses
-	}
 	// Its own context: the request that closed the window may be gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := s.eng.Note(ctx, runtime.KindLogin, "", body); err != nil {
+	if _, err := s.eng.Note(ctx, runtime.KindLogin, "", sum.Record()); err != nil {
 		s.log.Warn("failed logins not journaled", "remote", sum.Remote, "failures", sum.Failures, "error", err)
 	}
 }

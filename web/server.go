@@ -9,6 +9,12 @@
 // Roles: a viewer reads, an operator commands, an approver answers
 // approvals, an admin also changes rules and resolves unknown actuations.
 // Errors are JSON {"error", "detail"} with the status that fits.
+//
+// Every number a client sends (a sequence, a count, a duration) is checked
+// where it enters against its range, and a redirect after login stays on
+// this site. Wrong passwords and wrong bearer tokens count against their
+// address in one limiter: five lock it out for a minute (429), and the
+// journal gets one summary per address and minute, not one event a guess.
 package web
 
 import (
