@@ -389,3 +389,51 @@ func TestContradictedActIsNotActed(t *testing.T) {
 		t.Fatalf("%d writes, want 1", n)
 	}
 }
+
+// The console's resolve form offers the choice and requires it: without
+// it the admin is sent back with a note naming the field, and the
+// actuator stays locked.
+func TestResolveFormAsksWhatWasFound(t *testing.T) {
+	s := newSite(t, siteOptions{prepare: func(j *journal.DB) {
+		a := runtime.Attempt{Key: "mqtt:x/1", ID: "act-form", Device: "valve-1", Capability: "open", Value: devices.Bool(true), Updated: time.Now()}
+		for _, st := range []runtime.AttemptState{runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting} {
+			a.State = st
+			rec := a
+			if _, err := j.Commit(context.Background(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindInvoked}, Durability: runtime.Sync, Attempt: &rec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}})
+	b := s.browser()
+	if code := b.login("adam", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, page, tok := b.page("/policy")
+	for _, want := range []string{`name="found" value="acted" required`, `name="found" value="not_acted"`} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the policy page has no %s:\n%s", want, page)
+		}
+	}
+	post := func(form url.Values) string {
+		form.Set("_csrf", tok)
+		resp, err := b.c.PostForm(s.srv.URL+"/attempts/act-form/resolve", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc, _ := url.Parse(resp.Header.Get("Location"))
+		if resp.StatusCode != http.StatusSeeOther || loc == nil || loc.Path != "/policy" {
+			t.Fatalf("resolve form = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		return loc.Query().Get("note")
+	}
+	if note := post(url.Values{"note": {"seen open"}}); !strings.Contains(note, `field "found"`) {
+		t.Fatalf("a resolution without found: note %q", note)
+	}
+	s.expect("GET", "/api/v1/locks", "viewer", "", 200, "act-form")
+	if note := post(url.Values{"found": {"acted"}, "note": {"seen open"}}); !strings.Contains(note, "reconciled: it acted") {
+		t.Fatalf("a resolution: note %q", note)
+	}
+	s.expect("GET", "/api/v1/events?kind=reconciled", "viewer", "", 200, `"found":"acted"`)
+	s.expect("GET", "/api/v1/locks", "viewer", "", 200, "[]")
+}
