@@ -29,8 +29,11 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzParseValue -fuzztime $(FUZZTIME) ./devices
 	go test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./gateway
 	go test -run '^$$' -fuzz FuzzDecodeEvent -fuzztime $(FUZZTIME) ./runtime/journal
+	go test -run '^$$' -fuzz FuzzParseCheckpoint -fuzztime $(FUZZTIME) ./runtime/journal
 	go test -run '^$$' -fuzz FuzzParseCommand -fuzztime $(FUZZTIME) ./gateway/mqtt
+	go test -run '^$$' -fuzz FuzzConnect -fuzztime $(FUZZTIME) ./gateway/mqtt
 	go test -run '^$$' -fuzz FuzzAPIBodies -fuzztime $(FUZZTIME) ./web
+	go test -run '^$$' -fuzz FuzzQueryParams -fuzztime $(FUZZTIME) ./web
 
 amd64:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/shadowgate-linux-amd64 ./cmd/shadowgate

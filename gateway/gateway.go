@@ -215,6 +215,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 					BacklogBytes: st.BacklogBytes, Dropped: st.Dropped, Sent: st.Sent, IgnoredRetains: st.IgnoredRetained}
 			}
 		}
+		wo.MaxRuleTTL = cfg.MaxRuleTTL
 		if console, err = web.New(eng, wo); err != nil {
 			_ = eng.Close()
 			return err

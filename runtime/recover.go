@@ -292,21 +292,6 @@ func (e *Engine) Resolve(ctx context.Context, r Resolution) (Attempt, error) {
 	return e.resolveAttempt(ctx, r.Attempt, r.By, r.Found, r.Note)
 }
 
-// ResolveAttempt settles an attempt on an admin's word without saying
-// whether the act took effect.
-//
-// Deprecated: use Resolve, which records what the person found. This one
-// records nothing found and leaves the state as it was.
-func (e *Engine) ResolveAttempt(ctx context.Context, id, by string, admin bool, note string) (Attempt, error) {
-	if !admin {
-		return Attempt{}, fmt.Errorf("resolving attempt %s needs an admin: %w", id, ErrNotPermitted)
-	}
-	if strings.TrimSpace(note) == "" {
-		return Attempt{}, errors.New("resolving attempt " + id + " needs a note saying what was found")
-	}
-	return e.resolveAttempt(ctx, id, by, "", note)
-}
-
 func (e *Engine) resolveAttempt(ctx context.Context, id, by string, found Found, note string) (Attempt, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -244,10 +244,10 @@ func TestRecoveryAtStart(t *testing.T) {
 	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "valve-1.open is locked") || !strings.Contains(obs.Why, c.ID) {
 		t.Fatalf("a write to a locked actuator = %+v", obs)
 	}
-	if _, err := r.e.ResolveAttempt(context.Background(), c.ID, "console:bob", false, "checked"); !errors.Is(err, runtime.ErrNotPermitted) {
+	if _, err := r.e.Resolve(context.Background(), runtime.Resolution{Attempt: c.ID, By: "console:bob", Found: runtime.FoundNotActed, Note: "checked"}); !errors.Is(err, runtime.ErrNotPermitted) {
 		t.Fatalf("resolve by a non-admin = %v", err)
 	}
-	if _, err := r.e.ResolveAttempt(context.Background(), c.ID, "console:root", true, "valve found shut on site"); err != nil {
+	if _, err := r.e.Resolve(context.Background(), runtime.Resolution{Attempt: c.ID, By: "console:root", Admin: true, Found: runtime.FoundNotActed, Note: "valve found shut on site"}); err != nil {
 		t.Fatal(err)
 	}
 	if a, _ := stored(t, r.j, c.Key); a.State != runtime.AttemptReconciled || !strings.Contains(a.Why, "console:root") {
@@ -260,7 +260,7 @@ func TestRecoveryAtStart(t *testing.T) {
 	if n := r.g.Received("valve-1", "open"); n != 1 {
 		t.Fatalf("the valve received %d writes, want 1", n)
 	}
-	if _, err := r.e.ResolveAttempt(context.Background(), c.ID, "console:root", true, "again"); !errors.Is(err, runtime.ErrAttemptNotLocked) {
+	if _, err := r.e.Resolve(context.Background(), runtime.Resolution{Attempt: c.ID, By: "console:root", Admin: true, Found: runtime.FoundNotActed, Note: "again"}); !errors.Is(err, runtime.ErrAttemptNotLocked) {
 		t.Fatalf("resolving twice = %v", err)
 	}
 }
