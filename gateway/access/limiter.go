@@ -160,10 +160,13 @@ func (l *Limiter) blockedLocked(f *failures, now time.Time) bool {
 // Blocked reports whether addr must wait before trying again.
 func (l *Limiter) Blocked(addr string) bool {
 	now := l.now()
-	l.mu.Lock()
-	blocked := l.blockedLocked(l.by[key(addr)], now)
-	out := l.sweepLocked(now, false)
-	l.mu.Unlock()
+	var out []Summary
+	blocked := func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		out = l.sweepLocked(now, false)
+		return l.blockedLocked(l.by[key(addr)], now)
+	}()
 	l.report(out)
 	return blocked
 }
@@ -176,8 +179,21 @@ func (l *Limiter) Blocked(addr string) bool {
 func (l *Limiter) Failed(surface, addr, user, why string) {
 	now := l.now()
 	k := key(addr)
+	out, first, refused := l.failedLocked(k, surface, user, why, now)
+	if first {
+		l.log.Warn("login failed", "surface", surface, "remote", k, "user", strings.ToValidUTF8(user, "?"), "why", why,
+			"locked_out", refused)
+	}
+	l.report(out)
+}
+
+// failedLocked counts one failure under l.mu, released however it returns,
+// and returns the summaries due, whether this is the first failure of the
+// address's window, and whether it came while locked out.
+func (l *Limiter) failedLocked(k, surface, user, why string, now time.Time) (out []Summary, first, refused bool) {
 	l.mu.Lock()
-	out := l.sweepLocked(now, false)
+	defer l.mu.Unlock()
+	out = l.sweepLocked(now, false)
 	f := l.by[k]
 	if f != nil && f.sum != nil && now.Sub(f.sum.First) >= l.Window {
 		out = l.closeLocked(out, f, now)
@@ -186,16 +202,13 @@ func (l *Limiter) Failed(surface, addr, user, why string) {
 		// Too many addresses to tell apart: sum this one with the rest.
 		s := &Summary{Remote: k, First: now}
 		note(s, surface, user, why, now, false)
-		out = l.emitLocked(out, s, now)
-		l.mu.Unlock()
-		l.report(out)
-		return
+		return l.emitLocked(out, s, now), false, false
 	}
 	if f == nil {
 		f = &failures{}
 		l.by[k] = f
 	}
-	refused := l.blockedLocked(f, now)
+	refused = l.blockedLocked(f, now)
 	if !refused && now.Sub(f.last) >= l.Window {
 		f.count = 0 // the last failure is a window old: start counting again
 	}
@@ -203,18 +216,13 @@ func (l *Limiter) Failed(surface, addr, user, why string) {
 		f.count++
 	}
 	f.last = now
-	first := f.sum == nil
+	first = f.sum == nil
 	if first {
 		f.sum = &Summary{Remote: k, First: now}
 	}
 	note(f.sum, surface, user, why, now, refused)
 	f.sum.LockedOut = f.sum.LockedOut || refused || f.count >= l.MaxFailures
-	l.mu.Unlock()
-	if first {
-		l.log.Warn("login failed", "surface", surface, "remote", k, "user", strings.ToValidUTF8(user, "?"), "why", why,
-			"locked_out", refused)
-	}
-	l.report(out)
+	return out, first, refused
 }
 
 // note adds one attempt to s.
@@ -247,13 +255,15 @@ func note(s *Summary, surface, user, why string, now time.Time, refused bool) {
 func (l *Limiter) Succeeded(addr string) {
 	now := l.now()
 	k := key(addr)
-	l.mu.Lock()
 	var out []Summary
-	if f := l.by[k]; f != nil {
-		out = l.closeLocked(out, f, now)
-		delete(l.by, k)
-	}
-	l.mu.Unlock()
+	func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if f := l.by[k]; f != nil {
+			out = l.closeLocked(out, f, now)
+			delete(l.by, k)
+		}
+	}()
 	l.report(out)
 }
 
@@ -262,9 +272,12 @@ func (l *Limiter) Succeeded(addr string) {
 // last summary of a quiet address is not late.
 func (l *Limiter) Flush() {
 	now := l.now()
-	l.mu.Lock()
-	out := l.sweepLocked(now, true)
-	l.mu.Unlock()
+	var out []Summary
+	func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		out = l.sweepLocked(now, true)
+	}()
 	l.report(out)
 }
 

@@ -146,6 +146,7 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 	b := &Broker{opts: opts, eng: eng, log: opts.Logger, addrs: map[string]string{}, parked: eng.Parked("mqtt"),
 		sessions: sessions{claims: map[string]claim{}},
 		limiter:  access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
+	b.limiter.Summarize = b.noteFailures
 	b.srv = mochi.New(&mochi.Options{
 		Capabilities: caps, InlineClient: true, SysTopicResendInterval: 30,
 		// mochi warns about every dropped connection and refused login
@@ -205,6 +206,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.log.Info("mqtt broker serving", "tcp", b.Addr("tcp"), "tls", b.Addr("tls"), "ws", b.Addr("ws"), "prefix", b.opts.Prefix)
 	b.spawn(func() { b.follow(b.ctx, since) })
+	b.spawn(func() { b.flushFailures(b.ctx) })
 	b.answerParked()
 	<-b.ctx.Done()
 	err := b.srv.Close()
@@ -213,6 +215,34 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.mu.Unlock()
 	b.wg.Wait()
 	return err
+}
+
+// flushFailures journals the summaries of failed logins that are due, so
+// that the last one of a flood is late by at most its interval. It runs in
+// b.wg until ctx ends.
+func (b *Broker) flushFailures(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.limiter.Flush()
+			return
+		case <-t.C:
+			b.limiter.Flush()
+		}
+	}
+}
+
+// noteFailures journals one summary of failed logins: one event per
+// address per window, never one per guess, and never a password.
+func (b *Broker) noteFailures(sum access.Summary) {
+	// Its own context: the connection that closed the window may be gone.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := b.eng.Note(ctx, runtime.KindLogin, "", sum.Record()); err != nil {
+		b.log.Warn("failed logins not journaled", "remote", sum.Remote, "failures", sum.Failures, "error", err)
+	}
 }
 
 // Stats returns the counters.

@@ -598,3 +598,51 @@ func TestSecondReplyAfterARestart(t *testing.T) {
 		t.Fatalf("second reply after a restart = %+v", r)
 	}
 }
+
+// A flood of wrong MQTT passwords costs the journal one summary for the
+// address, with the count, not one event per guess.
+func TestFailedLoginsAreJournaledAsOneSummary(t *testing.T) {
+	gw := startGW(t, gwOptions{})
+	const guesses = 30
+	for range guesses {
+		_, _ = gw.client("alice", "guess")
+	}
+	// The window is a minute: close it as the next good login from the
+	// address would, and the summary is journaled.
+	gw.b.limiter.Succeeded("127.0.0.1:1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var logins []runtime.Event
+	for ctx.Err() == nil {
+		evs, err := gw.eng.Events(ctx, 0, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logins = logins[:0]
+		for _, e := range evs {
+			if e.Kind == runtime.KindLogin {
+				logins = append(logins, e)
+			}
+		}
+		if len(logins) > 0 {
+			break
+		}
+		select { // async events are written within 100 ms
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if len(logins) != 1 {
+		t.Fatalf("%d login events for %d guesses from one address, want one summary", len(logins), guesses)
+	}
+	var body struct {
+		Surface           string `json:"surface"`
+		Failures, Refused int
+	}
+	if err := json.Unmarshal(logins[0].Body, &body); err != nil || body.Surface != "mqtt" || body.Failures+body.Refused != guesses {
+		t.Fatalf("summary = %s (%v); want surface mqtt and %d attempts", logins[0].Body, err, guesses)
+	}
+	if strings.Contains(string(logins[0].Body), "guess") {
+		t.Fatalf("the summary carries a password: %s", logins[0].Body)
+	}
+}
