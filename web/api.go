@@ -528,7 +528,7 @@ func (s *Server) apiSetMode(c echo.Context) error {
 	}
 	if ap != nil {
 		return c.JSON(http.StatusAccepted, map[string]any{"mode": rec, "approval": ap,
-			"why": "mode " + b.Mode + " is wider than " + rec.Name + ": an admin must approve " + ap.ID})
+			"why": "mode " + b.Mode + " is wider than " + rec.Name + ": " + adminsMust(ap.Required) + " " + ap.ID})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"mode": rec})
 }
@@ -609,4 +609,12 @@ func (s *Server) apiVerify(c echo.Context) error {
 		return problem(http.StatusServiceUnavailable, err.Error())
 	}
 	return c.JSON(http.StatusOK, rep)
+}
+
+// adminsMust says how many admins must approve a mode change.
+func adminsMust(required int) string {
+	if required <= 1 {
+		return "an admin must approve"
+	}
+	return strconv.Itoa(required) + " different admins must approve"
 }

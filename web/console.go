@@ -345,7 +345,7 @@ func (s *Server) modeForm(c echo.Context) error {
 		return formError(c, "/policy", err)
 	}
 	if ap != nil {
-		return back(c, "/policy", "Mode "+ap.Mode+" is wider than "+rec.Name+": an admin must approve "+ap.ID+" on the Approvals page.")
+		return back(c, "/policy", "Mode "+ap.Mode+" is wider than "+rec.Name+": "+adminsMust(ap.Required)+" "+ap.ID+" on the Approvals page.")
 	}
 	return back(c, "/policy", "The mode is now "+rec.Name+".")
 }

@@ -33,8 +33,8 @@ type Report struct {
 	BadRecords []string `json:"bad_records,omitempty"`
 }
 
-// String is the one-line summary the CLI prints.
-func (r Report) String() string {
+// Headline is the one-line summary: counts, and ok or what is wrong.
+func (r Report) Headline() string {
 	s := fmt.Sprintf("%d events", r.Count)
 	if r.Count > 0 {
 		s += fmt.Sprintf(", seq %d to %d", r.First, r.Last)
@@ -50,9 +50,18 @@ func (r Report) String() string {
 		s += fmt.Sprintf(": BAD at seq %d: %s", r.BadSeq, r.Reason)
 	}
 	if len(r.BadRecords) > 0 {
-		s += fmt.Sprintf(": %d BAD record(s):\n  %s", len(r.BadRecords), strings.Join(r.BadRecords, "\n  "))
+		s += fmt.Sprintf(": %d BAD record(s)", len(r.BadRecords))
 	}
 	return s
+}
+
+// String is what the CLI prints: the headline, then each bad record on a
+// line of its own.
+func (r Report) String() string {
+	if len(r.BadRecords) == 0 {
+		return r.Headline()
+	}
+	return r.Headline() + ":\n  " + strings.Join(r.BadRecords, "\n  ")
 }
 
 // Verify walks the whole chain and reports the first event that is
