@@ -308,8 +308,8 @@ func newDriver(dc DriverConfig, devs []devices.Device, so sim.Options, stateDir 
 func logEvent(log *slog.Logger, ev runtime.Event) {
 	level := slog.LevelInfo
 	switch ev.Kind {
-	case runtime.KindObserved, runtime.KindInvoked, runtime.KindStarted:
-		level = slog.LevelDebug
+	case runtime.KindObserved, runtime.KindInvoked, runtime.KindStarted, runtime.KindCheckpoint, journal.KindRecords:
+		level = slog.LevelDebug // every minute, or the journal's own housekeeping
 	case runtime.KindRefused, runtime.KindFailed, runtime.KindApprovalExpired, runtime.KindDeviceOffline:
 		level = slog.LevelWarn
 	case runtime.KindAlarm:

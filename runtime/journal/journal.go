@@ -464,7 +464,11 @@ func (j *DB) verifyAtStart(ctx context.Context) {
 	switch {
 	case ctx.Err() != nil:
 		// Closed before the chain was checked: nothing queued is written.
-		j.distrust(errors.New("the journal closed before its chain was verified"))
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.failed == nil {
+			j.failed = &CorruptError{Path: j.path, Err: errors.New("the journal closed before its chain was verified")}
+		}
 	case err != nil:
 		j.distrust(fmt.Errorf("verifying the chain at start: %w", err))
 	case r.Reason != "":
