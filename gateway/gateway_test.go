@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,4 +134,55 @@ func TestStateDirectoryIsGuardedByItsJournal(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The startup log names the mode in force, from the journal, not only the
+// configured one.
+func TestStartupLogShowsTheModeInForce(t *testing.T) {
+	b := demoOnFreePorts(t)
+	b.StateDir = t.TempDir()
+	b.Plans = nil
+	e, stop := runUntilReady(t, b)
+	if _, ap, err := e.SetMode(t.Context(), "console:root", "observe", "leaving for the night"); err != nil || ap != nil {
+		t.Fatalf("SetMode(observe) = %v, %v; want it at once", ap, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Ready: func(Parts) { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended early: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, `msg="mode in force" mode=observe`) || !strings.Contains(out, "configured_mode=supervised") {
+		t.Fatalf("the startup log does not name the mode in force:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
