@@ -14,6 +14,11 @@ import (
 // failures from one address within Window, that address is refused without
 // a check until Window has passed since its last attempt.
 //
+// A good login does not wipe an address's failures: they still count
+// until Window has passed since the last of them, so a client that holds
+// one account of its own cannot use it to reset the count between guesses
+// at another's password.
+//
 // It also sums failures up instead of reporting each one: for every
 // address it reports at most one [Summary] per Window (to Summarize, and to
 // the log), with the count of failures and of attempts refused while the
@@ -23,6 +28,11 @@ import (
 // summed into one Summary whose Remote is "*".
 //
 // An IPv6 address counts as its /64, which one client usually holds whole.
+// A limiter remembers at most 50,000 addresses with failures; while that
+// table is full, every address not in it counts under one shared key, and
+// when the shared key is locked out so are all of them (a flood from more
+// addresses than that locks out the addresses it does not know, rather
+// than letting them guess freely: security first).
 //
 // A Limiter is safe for concurrent use. The exported fields must be set
 // before its first use. The zero value is not usable; use NewLimiter.
@@ -33,7 +43,8 @@ type Limiter struct {
 	// out after its last attempt; also the span of one summary. Default 1m.
 	Window time.Duration
 	// MaxAddresses bounds the summaries of one window that name their
-	// address; the others are summed as one. Default 100.
+	// address; the others are summed as one, so a window costs at most
+	// MaxAddresses+1 summaries. Default 10.
 	MaxAddresses int
 	// Summarize, if set, receives every summary, from the goroutine that
 	// called Failed, Succeeded, Blocked or Flush, without a lock held; it
@@ -45,7 +56,10 @@ type Limiter struct {
 
 	// mu guards every field below it.
 	mu        sync.Mutex
-	by        map[string]*failures
+	by map[string]*failures
+	// shared counts the addresses that found the table full, under one
+	// key; nil when none did within Window.
+	shared    *failures
 	nextSweep time.Time
 	// reported counts the summaries naming their address since
 	// reportedSince; overflow sums the rest of that window.
@@ -61,7 +75,8 @@ type Summary struct {
 	// addresses summed beyond MaxAddresses.
 	Remote string
 	// Addresses is how many addresses the summary covers: 1, or more
-	// when Remote is "*".
+	// when Remote is "*". Attempts from addresses beyond the limiter's
+	// table are not told apart: each of them counts as one address.
 	Addresses int
 	// Surfaces are the surfaces the attempts came through ("api",
 	// "console", "mqtt"), sorted.
@@ -103,8 +118,12 @@ func (s Summary) Record() map[string]any {
 const maxUsers = 5
 
 // maxTracked bounds the addresses a limiter remembers. Beyond it a new
-// address is only summed, not locked out one by one.
+// address counts under the shared key, and is locked out with the others
+// that do.
 const maxTracked = 50000
+
+// sharedKey is the Remote of the shared key's summary.
+const sharedKey = "*"
 
 type failures struct {
 	// count and last drive the lockout: count failures less than
@@ -116,8 +135,8 @@ type failures struct {
 	sum *Summary
 }
 
-// NewLimiter returns a limiter allowing 5 failures a minute per address,
-// logging to log (nil means discard); now is its clock (nil means
+// NewLimiter returns a limiter allowing 5 failures a minute per address
+// and naming at most 10 addresses in a minute's summaries, logging to log (nil means discard); now is its clock (nil means
 // time.Now).
 func NewLimiter(log *slog.Logger, now func() time.Time) *Limiter {
 	if now == nil {
@@ -126,7 +145,7 @@ func NewLimiter(log *slog.Logger, now func() time.Time) *Limiter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Limiter{MaxFailures: 5, Window: time.Minute, MaxAddresses: 100, log: log, now: now, by: map[string]*failures{}}
+	return &Limiter{MaxFailures: 5, Window: time.Minute, MaxAddresses: 10, log: log, now: now, by: map[string]*failures{}}
 }
 
 // key is the address a client is counted under: its host without the
@@ -151,6 +170,15 @@ func key(addr string) string {
 	return p.String()
 }
 
+// entryLocked returns the failures k counts under: its own, the shared
+// key's when k has none and the table is full, or nil. l.mu must be held.
+func (l *Limiter) entryLocked(k string) *failures {
+	if f := l.by[k]; f != nil || len(l.by) < maxTracked {
+		return f
+	}
+	return l.shared
+}
+
 // blockedLocked reports whether f's address is locked out at now. l.mu
 // must be held.
 func (l *Limiter) blockedLocked(f *failures, now time.Time) bool {
@@ -165,7 +193,7 @@ func (l *Limiter) Blocked(addr string) bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		out = l.sweepLocked(now, false)
-		return l.blockedLocked(l.by[key(addr)], now)
+		return l.blockedLocked(l.entryLocked(key(addr)), now)
 	}()
 	l.report(out)
 	return blocked
@@ -198,13 +226,19 @@ func (l *Limiter) failedLocked(k, surface, user, why string, now time.Time) (out
 	if f != nil && f.sum != nil && now.Sub(f.sum.First) >= l.Window {
 		out = l.closeLocked(out, f, now)
 	}
-	if f == nil && len(l.by) >= maxTracked {
-		// Too many addresses to tell apart: sum this one with the rest.
-		s := &Summary{Remote: k, First: now}
-		note(s, surface, user, why, now, false)
-		return l.emitLocked(out, s, now), false, false
-	}
-	if f == nil {
+	switch {
+	case f == nil && len(l.by) >= maxTracked:
+		// Too many addresses to tell apart: count this one with the rest
+		// under the shared key, which locks out as one address does.
+		if l.shared == nil {
+			l.shared = &failures{}
+		}
+		f = l.shared
+		if f.sum != nil && now.Sub(f.sum.First) >= l.Window {
+			out = l.closeLocked(out, f, now)
+		}
+		k = sharedKey
+	case f == nil:
 		f = &failures{}
 		l.by[k] = f
 	}
@@ -219,6 +253,9 @@ func (l *Limiter) failedLocked(k, surface, user, why string, now time.Time) (out
 	first = f.sum == nil
 	if first {
 		f.sum = &Summary{Remote: k, First: now}
+	}
+	if f == l.shared {
+		f.sum.Addresses++
 	}
 	note(f.sum, surface, user, why, now, refused)
 	f.sum.LockedOut = f.sum.LockedOut || refused || f.count >= l.MaxFailures
@@ -251,7 +288,11 @@ func note(s *Summary, surface, user, why string, now time.Time, refused bool) {
 	}
 }
 
-// Succeeded forgets the failures of addr, reporting its summary first.
+// Succeeded reports the summary of addr's failures so far, if any, at
+// once. It does not forget them: they keep counting towards a lockout
+// until Window has passed since the last, as if the success had not been,
+// so one good login of an attacker's own cannot reset his count between
+// guesses at another account.
 func (l *Limiter) Succeeded(addr string) {
 	now := l.now()
 	k := key(addr)
@@ -261,7 +302,6 @@ func (l *Limiter) Succeeded(addr string) {
 		defer l.mu.Unlock()
 		if f := l.by[k]; f != nil {
 			out = l.closeLocked(out, f, now)
-			delete(l.by, k)
 		}
 	}()
 	l.report(out)
@@ -298,6 +338,14 @@ func (l *Limiter) sweepLocked(now time.Time, force bool) []Summary {
 			delete(l.by, k)
 		}
 	}
+	if f := l.shared; f != nil {
+		if f.sum != nil && now.Sub(f.sum.First) >= l.Window {
+			out = l.closeLocked(out, f, now)
+		}
+		if f.sum == nil && now.Sub(f.last) >= l.Window {
+			l.shared = nil
+		}
+	}
 	if l.overflow != nil && now.Sub(l.reportedSince) >= l.Window {
 		out = append(out, *l.overflow)
 		l.overflow = nil
@@ -316,8 +364,8 @@ func (l *Limiter) closeLocked(out []Summary, f *failures, now time.Time) []Summa
 }
 
 // emitLocked reports s by its address while fewer than MaxAddresses have
-// been this window, and sums it into the "*" summary otherwise. l.mu must
-// be held.
+// been this window, and sums it into the "*" summary otherwise; the shared
+// key's summary always goes into the "*" one. l.mu must be held.
 func (l *Limiter) emitLocked(out []Summary, s *Summary, now time.Time) []Summary {
 	if now.Sub(l.reportedSince) >= l.Window {
 		if l.overflow != nil {
@@ -326,17 +374,22 @@ func (l *Limiter) emitLocked(out []Summary, s *Summary, now time.Time) []Summary
 		}
 		l.reported, l.reportedSince = 0, now
 	}
-	s.Addresses = 1
-	if l.reported < l.MaxAddresses {
-		l.reported++
-		return append(out, *s)
+	if s.Remote != sharedKey {
+		s.Addresses = 1
+		if l.reported < l.MaxAddresses {
+			l.reported++
+			return append(out, *s)
+		}
 	}
 	o := l.overflow
 	if o == nil {
-		o = &Summary{Remote: "*", First: s.First}
+		o = &Summary{Remote: sharedKey, First: s.First}
 		l.overflow = o
 	}
-	o.Addresses++
+	if s.First.Before(o.First) {
+		o.First = s.First
+	}
+	o.Addresses += s.Addresses
 	o.Failures += s.Failures
 	o.Refused += s.Refused
 	if s.Last.After(o.Last) {
