@@ -55,7 +55,7 @@ type Limiter struct {
 	now func() time.Time
 
 	// mu guards every field below it.
-	mu        sync.Mutex
+	mu sync.Mutex
 	by map[string]*failures
 	// shared counts the addresses that found the table full, under one
 	// key; nil when none did within Window.
