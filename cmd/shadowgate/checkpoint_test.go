@@ -70,4 +70,17 @@ func TestJournalVerifyCheckpoint(t *testing.T) {
 	if code != exitUsage {
 		t.Fatalf("verify --checkpoint without --key = %d %q", code, errOut)
 	}
+	code, out, errOut = shadowgate("journal", "verify", "--file", journal.Path(dir), "--key", keyPath+".pub")
+	if code != exitOK || !strings.Contains(out, "each signed by the key") {
+		t.Fatalf("verify --key = %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = shadowgate("journal", "verify", "--file", journal.Path(dir), "--key", filepath.Join(dir, "no-such.pub"))
+	if code != exitUsage || !strings.Contains(errOut, "no-such.pub") {
+		t.Fatalf("verify with a missing key file = %d %q; want the file named", code, errOut)
+	}
+	// A file that never ends is not read to the end.
+	code, _, errOut = shadowgate("journal", "verify", "--file", journal.Path(dir), "--checkpoint", "/dev/zero", "--key", keyPath+".pub")
+	if code != exitRefused || !strings.Contains(errOut, "longer than") {
+		t.Fatalf("verify --checkpoint /dev/zero = %d %q", code, errOut)
+	}
 }

@@ -24,10 +24,12 @@ import (
 
 const journalUsage = `usage: shadowgate journal <verify|export|tail> [flags]
 
-  verify [--state-dir D | --config F | --file DB] [--checkpoint NOTE --key PUB]
+  verify [--state-dir D | --config F | --file DB] [--key PUB [--checkpoint NOTE]]
                                                       walk the hash chain and check every record
-                                                      against it; with a checkpoint, prove the
-                                                      journal extends it; exit 0 if ok, 3 if not
+                                                      against it; with --key, check the journal's
+                                                      own signed checkpoints; with --checkpoint,
+                                                      prove the journal extends one kept
+                                                      elsewhere; exit 0 if ok, 3 if not
   export [--state-dir D | --config F] [--since N] [--kind K[,K]] [--device ID]
                                                       write events as JSON Lines
   tail   [--state-dir D | --config F] [-n N] [-f]     print the newest events; -f follows
@@ -59,7 +61,7 @@ func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "verify":
 		fs.StringVar(&file, "file", "", "a copy of a journal file to verify instead of the state directory's")
 		fs.StringVar(&checkpoint, "checkpoint", "", "a signed checkpoint (the note, or its event as JSON) the journal must extend")
-		fs.StringVar(&key, "key", "", "the checkpoint's public key, or a file holding it (journal.key.pub in the state directory)")
+		fs.StringVar(&key, "key", "", "the checkpoints' public key, or a file holding it (journal.key.pub in the state directory)")
 	case "export":
 		fs.Uint64Var(&since, "since", 0, "export events after this sequence")
 		fs.StringVar(&kinds, "kind", "", "only these kinds, comma separated")
@@ -77,8 +79,8 @@ func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
-	if (checkpoint == "") != (key == "") {
-		fmt.Fprintln(stderr, "shadowgate journal verify: --checkpoint and --key go together")
+	if checkpoint != "" && key == "" {
+		fmt.Fprintln(stderr, "shadowgate journal verify: --checkpoint needs --key")
 		return exitUsage
 	}
 	var path string
@@ -98,8 +100,8 @@ func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if holder := heldBy(path); holder != nil {
-		if checkpoint != "" {
-			fmt.Fprintf(stderr, "shadowgate journal verify: %v; prove a checkpoint on a copy of the file (--file)\n", holder)
+		if key != "" {
+			fmt.Fprintf(stderr, "shadowgate journal verify: %v; check checkpoints on a copy of the file (--file)\n", holder)
 			return exitUnavailable
 		}
 		if *tokenFile == "" && *user == "" && os.Getenv("SHADOWGATE_TOKEN") == "" {
@@ -116,15 +118,24 @@ func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "verify":
 		var cp *journal.Checkpoint
+		var vkey string
+		if key != "" {
+			k, err := readKey(key)
+			if err != nil {
+				fmt.Fprintln(stderr, "shadowgate journal verify:", err)
+				return exitUsage
+			}
+			vkey = k
+		}
 		if checkpoint != "" {
-			c, err := readCheckpoint(checkpoint, key)
+			c, err := readCheckpoint(checkpoint, vkey)
 			if err != nil {
 				fmt.Fprintln(stderr, "shadowgate journal verify:", err)
 				return exitRefused
 			}
 			cp = &c
 		}
-		return journalVerify(ctx, path, cp, stdout, stderr)
+		return journalVerify(ctx, path, cp, vkey, stdout, stderr)
 	case "export":
 		f := journal.Filter{Since: since, Device: device}
 		if kinds != "" {
@@ -180,24 +191,56 @@ func withJournal(path string, stderr io.Writer, fn func(*journal.DB) int) int {
 	return fn(j)
 }
 
-// readCheckpoint reads and checks a signed checkpoint; key is the public
-// key or a file holding it.
-func readCheckpoint(file, key string) (journal.Checkpoint, error) {
-	note, err := os.ReadFile(file)
+// maxNoteFile bounds what is read of a checkpoint or key file.
+const maxNoteFile = 64 << 10
+
+// readSmall reads at most maxNoteFile bytes of a file, refusing a longer one.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxNoteFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxNoteFile {
+		return nil, fmt.Errorf("%s is longer than %d bytes: not a checkpoint or a key", path, maxNoteFile)
+	}
+	return b, nil
+}
+
+// readKey returns the public key given as its text or as a file holding it
+// (journal.key.pub in the state directory).
+func readKey(key string) (string, error) {
+	// A key's text is name+hash+base64; anything else is a file.
+	if parts := strings.Split(key, "+"); len(parts) == 3 {
+		if _, err := os.Stat(key); err != nil {
+			return key, nil
+		}
+	}
+	b, err := readSmall(key)
+	if err != nil {
+		return "", fmt.Errorf("the checkpoint key: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// readCheckpoint reads and checks a signed checkpoint against vkey.
+func readCheckpoint(file, vkey string) (journal.Checkpoint, error) {
+	note, err := readSmall(file)
 	if err != nil {
 		return journal.Checkpoint{}, fmt.Errorf("reading the checkpoint: %w", err)
 	}
-	if b, err := os.ReadFile(key); err == nil {
-		key = string(b)
-	}
-	c, err := journal.ParseCheckpoint(note, key)
+	c, err := journal.ParseCheckpoint(note, vkey)
 	if err != nil {
 		return c, fmt.Errorf("checkpoint %s: %w", file, err)
 	}
 	return c, nil
 }
 
-func journalVerify(ctx context.Context, path string, cp *journal.Checkpoint, stdout, stderr io.Writer) int {
+func journalVerify(ctx context.Context, path string, cp *journal.Checkpoint, vkey string, stdout, stderr io.Writer) int {
 	return withJournal(path, stderr, func(j *journal.DB) int {
 		rep, err := j.Verify(ctx)
 		if err != nil {
@@ -213,6 +256,20 @@ func journalVerify(ctx context.Context, path string, cp *journal.Checkpoint, std
 				}
 			}
 		}
+		failed := false
+		if vkey != "" {
+			n, bad, err := j.CheckCheckpoints(ctx, vkey)
+			if err != nil {
+				fmt.Fprintln(stderr, "shadowgate journal verify:", err)
+				return exitUnavailable
+			}
+			if len(bad) > 0 {
+				fmt.Fprintf(stdout, "checkpoints in the journal: %d, %d BAD:\n  %s\n", n, len(bad), strings.Join(bad, "\n  "))
+				failed = true
+			} else {
+				fmt.Fprintf(stdout, "checkpoints in the journal: %d, each signed by the key and matching its event\n", n)
+			}
+		}
 		if cp != nil {
 			ok, why, err := j.Extends(ctx, *cp)
 			if err != nil {
@@ -225,7 +282,7 @@ func journalVerify(ctx context.Context, path string, cp *journal.Checkpoint, std
 			}
 			fmt.Fprintf(stdout, "checkpoint %s at seq %d: extended (event %d has the signed hash)\n", cp.Origin, cp.Size, cp.Size)
 		}
-		if !rep.OK {
+		if !rep.OK || failed {
 			return exitRefused
 		}
 		return exitOK

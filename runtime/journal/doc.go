@@ -37,12 +37,19 @@
 // inserted, modified or deleted behind the journal's back; a start checks
 // every record it loads against its event, and the whole chain and every
 // record in the background, and fails closed (no more writes, reads go on)
-// on the first disagreement. Retention's deletions are events too ("records"
-// with delete-if changes); live records (pending approvals, rules in force,
-// open attempts, runs not ended, the state, sessions not expired) are
-// carried by a new "records" event before the events that made them are
-// pruned. History whose event was pruned is kept as it is: it can make
-// nothing act.
+// on the first disagreement; records it names are never honoured after.
+// Retention's deletions are events too ("records" with delete-if changes).
+// A file whose meta says schema 1 but whose chain or records were written
+// by schema 2 is refused as altered, never adopted.
+//
+// Pruning events is an event as well: a "records" event whose body names
+// {"prune_through": N, "hash": …} carries the live records (pending
+// approvals, rules in force, open attempts, runs not ended, the state,
+// sessions not expired) backed by events up to N, and the transaction that
+// writes it deletes those events (at most 4096 at a time) and makes N the
+// anchor. Verify requires the anchor to be the one the newest such event
+// names, so events deleted from the start with a forged anchor are found.
+// History whose event was pruned is kept as it is: it can make nothing act.
 //
 // # The chain
 //

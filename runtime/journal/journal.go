@@ -188,11 +188,11 @@ type DB struct {
 	stats     Stats
 	notify    func(seq uint64)
 
-	// Carrying live records before pruning their events; the writer's
-	// own, read and set with mu held or on the writer.
-	carryRefs  []record // live records found backed by events about to be pruned
-	carryFloor uint64   // the oldest event pruning must keep until the carry is written
-	carrySeq   uint64   // the carry event on its way, or 0
+	// Pruning, the writer's own: a prune found due while writing a batch
+	// (pruneNext) is queued as an event after it, and the events it names
+	// are deleted in the transaction that writes that event (pruneSeq).
+	pruneNext *pruneIntent
+	pruneSeq  uint64
 
 	committedHash      hash   // the hash of the newest written event
 	lastCheckpoint     uint64 // the newest checkpoint event queued
@@ -202,8 +202,12 @@ type DB struct {
 	// verified is closed once the chain read at Open has been checked;
 	// the writer writes nothing before. stop ends that check at Close.
 	verified chan struct{}
-	stop     context.CancelFunc
-	bg       sync.WaitGroup // the start verification and the checkpointer
+	// bad names the records the start check found wrong ("bucket/key"):
+	// backed refuses them even where their own event would vouch for them
+	// (a record rolled back to what a later event changed).
+	bad  atomic.Pointer[map[string]bool]
+	stop context.CancelFunc
+	bg   sync.WaitGroup // the start verification and the checkpointer
 }
 
 // KindRecords is an event of the journal itself about its records: those
@@ -229,6 +233,9 @@ type item struct {
 	// terminal is the key of an attempt this commit ends, if any.
 	terminal string
 	state    runtime.AttemptState
+	// prune, if set, deletes the events it names in the transaction that
+	// writes this one (a "records" event that also carries live records).
+	prune *pruneIntent
 }
 
 // flush is one batch: its waiters learn the outcome when done closes.
@@ -396,10 +403,24 @@ func (j *DB) adopt() error {
 		if v := meta.Get(kSchema); len(v) == 4 && binary.BigEndian.Uint32(v) >= SchemaVersion {
 			return nil
 		}
+		// A file this build wrote says so in its chain: an event with
+		// record changes, or a record naming its event. Such a file with
+		// an older schema was set back to have forged records adopted.
+		if err := tx.Bucket(bJournal).ForEach(func(k, v []byte) error {
+			if len(v) > 0 && v[0] != formatV1 {
+				return fmt.Errorf("meta schema is older than %d, but event %d was written by schema %d: the file was altered", SchemaVersion, keySeq(k), SchemaVersion)
+			}
+			return nil
+		}); err != nil {
+			return &CorruptError{Path: j.path, Err: err}
+		}
 		var legacy []record
 		for _, bucket := range recordBuckets {
 			err := tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-				if len(v) > 0 && v[0] != recordVersion {
+				if len(v) > 0 && v[0] == recordVersion {
+					return &CorruptError{Path: j.path, Err: fmt.Errorf("meta schema is older than %d, but record %s/%s was written by schema %d: the file was altered", SchemaVersion, bucket, k, SchemaVersion)}
+				}
+				if len(v) > 0 {
 					js := append([]byte(nil), v...)
 					legacy = append(legacy, record{ref: ref{bucket: string(bucket), key: string(k), op: opPut, digest: digestOf(js)}, js: js})
 				}
@@ -409,6 +430,31 @@ func (j *DB) adopt() error {
 				return err
 			}
 		}
+		// A schema 1 file pruned without saying so: its anchor is taken as
+		// it is, once, by the first event that adopts the records.
+		var prune *pruneIntent
+		if a, err := j.link(tx, kAnchor); err != nil {
+			return err
+		} else if a != nil {
+			prune = &pruneIntent{Through: a.Seq, Hash: a.Hash.String()}
+		}
+		if len(legacy) == 0 && prune != nil {
+			body, _ := json.Marshal(map[string]any{"prune_through": prune.Through, "hash": prune.Hash, "why": "the anchor of a journal written before prunes were events"})
+			ev := runtime.Event{Seq: j.next, At: time.Now(), BootID: j.bootID, Kind: KindRecords, Body: body}
+			value, h := encodeEvent(&ev, nil, j.prevHash)
+			if err := tx.Bucket(bJournal).Put(seqKey(ev.Seq), value); err != nil {
+				return err
+			}
+			if err := meta.Put(kHead, link{Seq: ev.Seq, Hash: h}.encode()); err != nil {
+				return err
+			}
+			if v := meta.Get(kBytes); len(v) == 8 {
+				if err := meta.Put(kBytes, binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(v)+uint64(len(value)))); err != nil {
+					return err
+				}
+			}
+			j.next, j.prevHash, j.committed, j.committedHash = ev.Seq+1, h, ev.Seq, h
+		}
 		total := int64(0)
 		if v := meta.Get(kBytes); len(v) == 8 {
 			total = int64(binary.BigEndian.Uint64(v))
@@ -417,7 +463,11 @@ func (j *DB) adopt() error {
 			n := min(len(legacy), 1000)
 			chunk := legacy[:n]
 			legacy = legacy[n:]
-			body, _ := json.Marshal(map[string]any{"adopted": n, "why": "records written by a build that did not back them by events"})
+			fields := map[string]any{"adopted": n, "why": "records written by a build that did not back them by events"}
+			if prune != nil {
+				fields["prune_through"], fields["hash"] = prune.Through, prune.Hash
+			}
+			body, _ := json.Marshal(fields)
 			ev := runtime.Event{Seq: j.next, At: time.Now(), BootID: j.bootID, Kind: KindRecords, Body: body}
 			value, h := encodeEvent(&ev, refsOf(chunk), j.prevHash)
 			if err := tx.Bucket(bJournal).Put(seqKey(ev.Seq), value); err != nil {
@@ -474,6 +524,7 @@ func (j *DB) verifyAtStart(ctx context.Context) {
 	case r.Reason != "":
 		j.distrust(fmt.Errorf("the chain breaks at seq %d: %s", r.BadSeq, r.Reason))
 	case !r.OK:
+		j.bad.Store(&r.badKeys)
 		j.distrust(fmt.Errorf("%d record(s) disagree with the events, the first: %s", len(r.BadRecords), r.BadRecords[0]))
 	default:
 		j.log.Info("journal verified", "events", r.Count, "records", r.Records, "took", time.Since(t0).Round(time.Millisecond))

@@ -122,6 +122,9 @@ func (j *DB) backed(tx *bolt.Tx, bucket []byte, key []byte, v []byte) ([]byte, e
 		return &RecordError{Bucket: string(bucket), Key: string(key), Seq: seq,
 			Err: fmt.Errorf("%w: "+format, append([]any{errUnbacked}, args...)...)}
 	}
+	if bad := j.bad.Load(); bad != nil && (*bad)[string(bucket)+"/"+string(key)] {
+		return nil, fail("the start check found it disagrees with the events")
+	}
 	ev := tx.Bucket(bJournal).Get(seqKey(seq))
 	if ev == nil {
 		if a, _ := j.link(tx, kAnchor); a != nil && seq <= a.Seq && !live(string(bucket), js, time.Now()) {
@@ -188,6 +191,9 @@ type folded struct {
 	digest  hash
 	seq     uint64 // the event it must name
 	deleted bool
+	// unknown is a record no retained event made, which a conditional
+	// delete may or may not have removed: it is judged as history.
+	unknown bool
 }
 
 // fold applies the record changes of one event to want, exactly as the
@@ -206,13 +212,19 @@ func fold(want map[string]map[string]*folded, seq uint64, refs []ref) {
 		case opDelete:
 			m[r.key] = &folded{deleted: true, seq: seq}
 		case opDeleteIf:
-			// A record no retained event made was made before the anchor
-			// and untouched since: the writer found the digest it chose.
-			if cur == nil || (!cur.deleted && cur.digest == r.digest) {
+			switch {
+			case cur == nil || cur.unknown:
+				// Made before the anchor: whether it still had the digest
+				// when this ran is not known here.
+				m[r.key] = &folded{unknown: true}
+			case !cur.deleted && cur.digest == r.digest:
 				m[r.key] = &folded{deleted: true, seq: seq}
 			}
 		case opCarry:
-			if cur == nil || (!cur.deleted && cur.digest == r.digest) {
+			// A carry is chosen in the write just before its own, and
+			// any change since has a retained event: a record none
+			// changed still had the digest.
+			if cur == nil || cur.unknown || (!cur.deleted && cur.digest == r.digest) {
 				m[r.key] = &folded{digest: r.digest, seq: seq}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -22,11 +23,19 @@ type Session struct {
 	Expires time.Time `json:"expires"`
 }
 
-// Sessions is the console's session store, in the journal's file.
-type Sessions struct{ j *DB }
+// Sessions is the console's session store, in the journal's file. While
+// the journal cannot witness (it failed closed), new sessions are kept in
+// memory only, so that people can still log in and see why; they end with
+// the process.
+type Sessions struct {
+	j *DB
+	// mu guards mem.
+	mu  sync.Mutex
+	mem map[string]Session
+}
 
-// Sessions returns the journal's session store.
-func (j *DB) Sessions() *Sessions { return &Sessions{j: j} }
+// Sessions returns the journal's session store. Call it once and share it.
+func (j *DB) Sessions() *Sessions { return &Sessions{j: j, mem: map[string]Session{}} }
 
 func sessionKey(cookie string) []byte {
 	h := sha256.Sum256([]byte(cookie))
@@ -41,6 +50,12 @@ const KindSession runtime.Kind = "session"
 // witnessed by an event (KindSession) written before Put returns, so a
 // session row put into the file by anything else is never honoured.
 func (s *Sessions) Put(cookie string, sess Session) error {
+	if s.j.Err() != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.mem[string(sessionKey(cookie))] = sess
+		return nil
+	}
 	b, err := json.Marshal(sess)
 	if err != nil {
 		return err
@@ -54,6 +69,15 @@ func (s *Sessions) Put(cookie string, sess Session) error {
 // Get returns the session of a cookie, if it exists and has not expired.
 // A session that no event backs is an error, not a login.
 func (s *Sessions) Get(cookie string, now time.Time) (Session, bool, error) {
+	// Until the start check is done, a session row may be one a later
+	// event deleted: wait for it (a moment, once per start).
+	<-s.j.Verified()
+	if sess, ok := s.memGet(cookie); ok {
+		if !now.Before(sess.Expires) {
+			return Session{}, false, nil
+		}
+		return sess, true, nil
+	}
 	var sess Session
 	var found bool
 	err := s.j.view(func(tx *bolt.Tx) error {
@@ -75,9 +99,22 @@ func (s *Sessions) Get(cookie string, now time.Time) (Session, bool, error) {
 	return sess, true, nil
 }
 
+func (s *Sessions) memGet(cookie string) (Session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.mem[string(sessionKey(cookie))]
+	return sess, ok
+}
+
 // Delete ends a session, witnessed by an event.
 func (s *Sessions) Delete(cookie string) error {
 	key := string(sessionKey(cookie))
+	if _, ok := s.memGet(cookie); ok {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.mem, key)
+		return nil
+	}
 	var user string
 	_ = s.j.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bSessions).Get([]byte(key)); v != nil {
@@ -102,6 +139,13 @@ func (s *Sessions) Delete(cookie string) error {
 // Prune deletes expired sessions and returns how many. The deletion is an
 // event, as every change of a record is.
 func (s *Sessions) Prune(now time.Time) (int, error) {
+	s.mu.Lock()
+	for k, sess := range s.mem {
+		if !now.Before(sess.Expires) {
+			delete(s.mem, k)
+		}
+	}
+	s.mu.Unlock()
 	old := recordEnded(bSessions, now, now)
 	var refs []record
 	err := s.j.view(func(tx *bolt.Tx) error {

@@ -269,6 +269,15 @@ func TestStartFindsABrokenChain(t *testing.T) {
 	if _, err := j.Commit(t.Context(), runtime.Entry{Event: ev(runtime.KindObserved, `{}`), Durability: runtime.Sync}); err == nil {
 		t.Fatal("a commit after a broken chain succeeded")
 	}
+	// A person can still log in to the console to see why: the session is
+	// kept in memory, not in the untrusted file.
+	sessions := j.Sessions()
+	if err := sessions.Put("cookie-3", Session{User: "ann", Role: "admin", Expires: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatalf("a login on a journal that failed closed: %v", err)
+	}
+	if s, ok, err := sessions.Get("cookie-3", time.Now()); err != nil || !ok || s.User != "ann" {
+		t.Fatalf("Get = %+v, %v, %v", s, ok, err)
+	}
 }
 
 // Records written by a build before they were backed are adopted once,
@@ -276,6 +285,24 @@ func TestStartFindsABrokenChain(t *testing.T) {
 func TestLegacyRecordsAreAdopted(t *testing.T) {
 	src := realJournal(t)
 	path := tamperCopy(t, src, func(tx *bolt.Tx) error {
+		// A file of the older build, pruned by it (an anchor no event
+		// names): its events name no records.
+		jb := tx.Bucket(bJournal)
+		var a link
+		for seq := uint64(1); seq <= 5; seq++ {
+			v := jb.Get(seqKey(seq))
+			a.Seq = seq
+			copy(a.Hash[:], v[len(v)-hashSize:])
+			if err := jb.Delete(seqKey(seq)); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bMeta).Put(kAnchor, a.encode()); err != nil {
+			return err
+		}
+		if err := rechain(tx, 0, func(d *decoded) { d.refs = nil }); err != nil {
+			return err
+		}
 		for _, bucket := range recordBuckets {
 			b := tx.Bucket(bucket)
 			var keys, vals [][]byte
@@ -409,35 +436,28 @@ func TestCheckpointsProveACopyExtendsThem(t *testing.T) {
 	// every hash after it re-computed, head included. The chain verifies,
 	// the checkpoint does not.
 	rechained := tamperCopy(t, path, func(tx *bolt.Tx) error {
-		jb := tx.Bucket(bJournal)
-		var prev hash
-		c := jb.Cursor()
-		var last link
-		var total int64
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			d, err := decodeEvent(v)
-			if err != nil {
-				return err
-			}
-			if d.ev.Seq == cp.Size-3 {
-				d.ev.Body = []byte(`{"i":"rewritten"}`)
-			}
-			nv, h := encodeEvent(&d.ev, d.refs, prev)
-			if err := jb.Put(k, nv); err != nil {
-				return err
-			}
-			prev, last, total = h, link{Seq: d.ev.Seq, Hash: h}, total+int64(len(nv))
-		}
-		if err := tx.Bucket(bMeta).Put(kBytes, binary.BigEndian.AppendUint64(nil, uint64(total))); err != nil {
-			return err
-		}
-		return tx.Bucket(bMeta).Put(kHead, last.encode())
+		return rechain(tx, cp.Size-3, func(d *decoded) { d.ev.Body = []byte(`{"i":"rewritten"}`) })
 	})
 	if rep := verifyCopy(t, rechained); !rep.OK {
 		t.Fatalf("the re-chained copy should verify on its own: %s", rep)
 	}
 	if ok, why := extends(rechained); ok || !strings.Contains(why, "re-chained") {
 		t.Fatalf("Extends(re-chained) = %v, %q; want it found", ok, why)
+	}
+	// The checkpoints the journal holds itself find it too, with the key.
+	for _, tc := range []struct {
+		path string
+		bad  bool
+	}{{path, false}, {rechained, true}} {
+		c, err := Open(tc.path, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, bad, err := c.CheckCheckpoints(t.Context(), vkey)
+		_ = c.Close()
+		if err != nil || n < 2 || (len(bad) > 0) != tc.bad {
+			t.Fatalf("CheckCheckpoints(%s) = %d, %q, %v; want bad %v", tc.path, n, bad, err, tc.bad)
+		}
 	}
 	// A checkpoint of a size the copy does not reach: truncated.
 	far := cp
@@ -460,3 +480,117 @@ func TestCheckpointsProveACopyExtendsThem(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// rechain rewrites the chain as someone who can write the file could: edit
+// changes event at (every event if at is 0), and every hash after it,
+// the head and the byte count, are computed again.
+func rechain(tx *bolt.Tx, at uint64, edit func(*decoded)) error {
+	jb := tx.Bucket(bJournal)
+	var prev hash
+	if a := tx.Bucket(bMeta).Get(kAnchor); a != nil {
+		l, err := decodeLink(a)
+		if err != nil {
+			return err
+		}
+		prev = l.Hash
+	}
+	c := jb.Cursor()
+	var last link
+	var total int64
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		d, err := decodeEvent(v)
+		if err != nil {
+			return err
+		}
+		if at == 0 || d.ev.Seq == at {
+			edit(&d)
+		}
+		nv, h := encodeEvent(&d.ev, d.refs, prev)
+		if err := jb.Put(k, nv); err != nil {
+			return err
+		}
+		prev, last, total = h, link{Seq: d.ev.Seq, Hash: h}, total+int64(len(nv))
+	}
+	if err := tx.Bucket(bMeta).Put(kBytes, binary.BigEndian.AppendUint64(nil, uint64(total))); err != nil {
+		return err
+	}
+	return tx.Bucket(bMeta).Put(kHead, last.encode())
+}
+
+// Setting the schema back so that forged records are adopted as if an older
+// build had written them is found: the chain says which build wrote it.
+func TestSchemaDowngradeIsRefused(t *testing.T) {
+	src := realJournal(t)
+	path := tamperCopy(t, src, func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bRules).Put([]byte("rule-evil"), []byte(`{"rule":{"id":"rule-evil","principal":"*","device":"pump-1","decision":"allow"}}`)); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(kSchema, binary.BigEndian.AppendUint32(nil, 1))
+	})
+	_, err := Open(path, Options{})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "the file was altered") {
+		t.Fatalf("Open of a journal set back to schema 1 = %v; want it refused as altered", err)
+	}
+}
+
+// Deleting the oldest events and forging an anchor is found: every prune
+// is an event, and the anchor must be the one it names.
+func TestDeletedOldestEventsAreFound(t *testing.T) {
+	src := realJournal(t)
+	path := tamperCopy(t, src, func(tx *bolt.Tx) error {
+		jb := tx.Bucket(bJournal)
+		var a link
+		var freed uint64
+		for seq := uint64(1); seq <= 10; seq++ {
+			v := jb.Get(seqKey(seq))
+			a.Seq = seq
+			copy(a.Hash[:], v[len(v)-hashSize:])
+			freed += uint64(len(v))
+			if err := jb.Delete(seqKey(seq)); err != nil {
+				return err
+			}
+		}
+		b := binary.BigEndian.Uint64(tx.Bucket(bMeta).Get(kBytes))
+		if err := tx.Bucket(bMeta).Put(kBytes, binary.BigEndian.AppendUint64(nil, b-freed)); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(kAnchor, a.encode())
+	})
+	if rep := verifyCopy(t, path); rep.OK || !strings.Contains(rep.Reason, "no event of the journal pruned them") {
+		t.Fatalf("verify = %s; want the deleted start found", rep)
+	}
+}
+
+// A record put back as it was before a later event changed or deleted it
+// names an event that really wrote it; the start check finds it, and from
+// then on it is not honoured (a logged-out admin session put back).
+func TestRolledBackRecordIsNotHonoured(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{})
+	now := time.Now()
+	if err := j.Sessions().Put("cookie-2", Session{User: "ann", Role: "admin", Created: now, Expires: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var old []byte
+	if err := j.db.View(func(tx *bolt.Tx) error {
+		old = append(old, tx.Bucket(bSessions).Get(sessionKey("cookie-2"))...)
+		return nil
+	}); err != nil || old == nil {
+		t.Fatalf("the session row: %v", err)
+	}
+	if err := j.Sessions().Delete("cookie-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	back := tamperCopy(t, path, func(tx *bolt.Tx) error { return tx.Bucket(bSessions).Put(sessionKey("cookie-2"), old) })
+	j2 := open(t, back, Options{})
+	if _, ok, _ := j2.Sessions().Get("cookie-2", time.Now()); ok {
+		t.Fatal("a session deleted at logout and put back logs in")
+	}
+	if err := j2.Err(); err == nil || !strings.Contains(err.Error(), "sessions/") {
+		t.Fatalf("Err = %v; want the session named", err)
+	}
+}

@@ -31,6 +31,9 @@ type Report struct {
 	// BadRecords names every one that disagrees with them.
 	Records    int      `json:"records"`
 	BadRecords []string `json:"bad_records,omitempty"`
+	// badKeys names each bad record as "bucket/key", for the journal to
+	// refuse them from then on.
+	badKeys map[string]bool
 }
 
 // Headline is the one-line summary: counts, and ok or what is wrong.
@@ -92,6 +95,7 @@ func (j *DB) Verify(ctx context.Context) (Report, error) {
 			anchorSeq = anchor.Seq
 		}
 		var stored int64
+		var lastPrune *pruneIntent // the newest event that says what was pruned
 		bad := func(seq uint64, format string, args ...any) {
 			r.BadSeq, r.Reason = seq, fmt.Sprintf(format, args...)
 		}
@@ -130,6 +134,12 @@ func (j *DB) Verify(ctx context.Context) (Report, error) {
 			expect = key + 1
 			stored += int64(len(v))
 			fold(want, key, d.refs)
+			if d.ev.Kind == KindRecords {
+				var p pruneIntent
+				if json.Unmarshal(d.ev.Body, &p) == nil && p.Through > 0 {
+					lastPrune = &p
+				}
+			}
 		}
 		head, err := j.link(tx, kHead)
 		if err != nil {
@@ -144,11 +154,17 @@ func (j *DB) Verify(ctx context.Context) (Report, error) {
 		case head != nil && head.Hash != prev:
 			bad(head.Seq, "the head's hash does not match event %d", head.Seq)
 		}
+		if r.Reason == "" && anchor != nil && (lastPrune == nil || lastPrune.Through != anchor.Seq || lastPrune.Hash != anchor.Hash.String()) {
+			// Retention journals every prune: an anchor no event names
+			// is events deleted from the start and the anchor forged.
+			bad(anchor.Seq+1, "the events up to %d are gone, but no event of the journal pruned them (deleted from the start)", anchor.Seq)
+		}
 		if r.Reason != "" {
 			return nil // records are checked against a whole chain only
 		}
 		r.BadRecords = append(r.BadRecords, checkMeta(meta, stored)...)
-		r.Records, r.BadRecords = checkRecords(tx, want, anchorSeq, time.Now(), r.BadRecords)
+		r.badKeys = map[string]bool{}
+		r.Records, r.BadRecords = checkRecords(tx, want, anchorSeq, time.Now(), r.BadRecords, r.badKeys)
 		return nil
 	})
 	if err != nil {
@@ -180,7 +196,7 @@ func checkMeta(meta *bolt.Bucket, stored int64) []string {
 // checkRecords compares every record of the record buckets with what the
 // events say it must be, and names each that disagrees. It returns how
 // many records it checked.
-func checkRecords(tx *bolt.Tx, want map[string]map[string]*folded, anchor uint64, now time.Time, bad []string) (int, []string) {
+func checkRecords(tx *bolt.Tx, want map[string]map[string]*folded, anchor uint64, now time.Time, bad []string, keys map[string]bool) (int, []string) {
 	n := 0
 	for _, bucket := range recordBuckets {
 		b := tx.Bucket(bucket)
@@ -191,12 +207,21 @@ func checkRecords(tx *bolt.Tx, want map[string]map[string]*folded, anchor uint64
 		_ = b.ForEach(func(k, v []byte) error {
 			n++
 			name := string(bucket) + "/" + string(k)
+			before := len(bad)
+			defer func() {
+				if len(bad) > before {
+					keys[name] = true
+				}
+			}()
 			seq, js, err := unwrapRecord(v)
 			if err != nil {
 				bad = append(bad, name+": names no event (inserted, or written by something other than the journal)")
 				return nil
 			}
 			f := w[string(k)]
+			if f != nil && f.unknown {
+				f = nil
+			}
 			switch {
 			case f == nil && seq > anchor:
 				bad = append(bad, fmt.Sprintf("%s: names event %d, which did not make it (inserted)", name, seq))
@@ -214,7 +239,7 @@ func checkRecords(tx *bolt.Tx, want map[string]map[string]*folded, anchor uint64
 			return nil
 		})
 		for k, f := range w {
-			if !f.deleted && b.Get([]byte(k)) == nil {
+			if !f.deleted && !f.unknown && b.Get([]byte(k)) == nil {
 				bad = append(bad, fmt.Sprintf("%s/%s: made by event %d and never deleted by one, but it is gone (deleted)", bucket, k, f.seq))
 			}
 		}

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,10 +143,10 @@ func (j *DB) flushOnce() {
 		default:
 		}
 	}
-	if j.carrySeq != 0 && last >= j.carrySeq {
-		j.carrySeq = 0 // carried: the next prune looks again
+	if j.pruneSeq != 0 && last >= j.pruneSeq {
+		j.pruneSeq = 0 // done: the next write looks again
 	}
-	j.carryLocked()
+	j.queuePruneLocked()
 	if j.opts.OnCommit != nil {
 		j.opts.OnCommit(took, len(batch))
 	}
@@ -219,11 +220,25 @@ func (j *DB) writeBatch(tx *bolt.Tx, batch []item) (uint64, uint64, error) {
 	if v := meta.Get(kBytes); len(v) == 8 {
 		total = int64(binary.BigEndian.Uint64(v))
 	}
-	total, pruned, anchor, err := j.pruneEvents(tx, total+added)
-	if err != nil {
-		return 0, 0, err
+	total += added
+	var pruned, anchor uint64
+	for i := range batch {
+		if p := batch[i].prune; p != nil {
+			n, freed, err := pruneThrough(tx, p)
+			if err != nil {
+				return 0, 0, err
+			}
+			pruned, anchor, total = pruned+n, p.Through, total-freed
+		}
 	}
-	return pruned, anchor, meta.Put(kBytes, binary.BigEndian.AppendUint64(nil, uint64(total)))
+	if j.pruneSeq == 0 && j.pruneNext == nil {
+		p, err := j.pruneDue(tx, max(total, 0))
+		if err != nil {
+			return 0, 0, err
+		}
+		j.pruneNext = p
+	}
+	return pruned, anchor, meta.Put(kBytes, binary.BigEndian.AppendUint64(nil, uint64(max(total, 0))))
 }
 
 // record is one change of a record, as an event witnesses it (ref) and
@@ -316,96 +331,122 @@ func encodeRecords(e *runtime.Entry) ([]record, error) {
 	return out, errors.Join(errs...)
 }
 
-// pruneEvents deletes the oldest events while the journal holds more than
-// MaxEvents or MaxBytes, down to nine tenths of each so that pruning is not
-// paid on every commit. The newest event always stays, and so does every
-// event that backs a live record (see live): those records are carried by
-// a new event first (j.carry), and pruning goes past them once it is
-// written. The last deleted becomes the anchor. It returns the bytes left,
-// how many it deleted, and the anchor's sequence.
-func (j *DB) pruneEvents(tx *bolt.Tx, total int64) (int64, uint64, uint64, error) {
-	jb := tx.Bucket(bJournal)
-	c := jb.Cursor()
+// pruneChunk bounds the events one prune deletes, so that no transaction
+// that also carries actuation records grows with history.
+const pruneChunk = 4096
+
+// pruneIntent is a prune on its way: the events up to Through (whose hash
+// is Hash) are deleted, and the live records they back are carried, by the
+// event that carries it.
+type pruneIntent struct {
+	Through uint64 `json:"prune_through"`
+	Hash    string `json:"hash"`
+	Carried int    `json:"carried"`
+	refs    []record
+}
+
+// pruneDue decides whether the journal holds more than MaxEvents or
+// MaxBytes and, if so, returns the prune of the oldest events down towards
+// nine tenths of each, at most pruneChunk at a time, with the live records
+// those events back (see live), to be carried by the prune's own event.
+// The newest event always stays. It runs on the writer only.
+func (j *DB) pruneDue(tx *bolt.Tx, total int64) (*pruneIntent, error) {
+	c := tx.Bucket(bJournal).Cursor()
 	fk, _ := c.First()
 	lk, _ := c.Last()
 	if fk == nil {
-		return total, 0, 0, nil
+		return nil, nil
 	}
 	first, last := keySeq(fk), keySeq(lk)
 	count := int64(last - first + 1)
 	if count <= int64(j.opts.MaxEvents) && total <= j.opts.MaxBytes {
-		return total, 0, 0, nil
+		return nil, nil
 	}
 	wantCount, wantBytes := int64(j.opts.MaxEvents)*9/10, j.opts.MaxBytes*9/10
-	// The newest event pruning would delete, before live records are seen.
-	target, left, n := uint64(0), total, count
-	for k, v := c.First(); k != nil && n > 1 && (n > wantCount || left > wantBytes); k, v = c.Next() {
-		target, left, n = keySeq(k), left-int64(len(v)), n-1
-	}
-	if floor := j.pruneFloor(tx, target); floor <= target {
-		target = floor - 1
-	}
-	var anchor link
-	pruned := uint64(0)
-	for k, v := c.First(); k != nil && keySeq(k) <= target; k, v = c.First() {
+	var p *pruneIntent
+	left, n, taken := total, count, 0
+	for k, v := c.First(); k != nil && n > 1 && taken < pruneChunk && (n > wantCount || left > wantBytes); k, v = c.Next() {
 		if len(v) < hashSize {
-			return total, 0, 0, fmt.Errorf("event %d is too short to prune", keySeq(k))
+			return nil, fmt.Errorf("event %d is too short to prune", keySeq(k))
 		}
-		anchor.Seq = keySeq(k)
-		copy(anchor.Hash[:], v[len(v)-hashSize:])
-		total -= int64(len(v))
-		if err := c.Delete(); err != nil {
-			return total, 0, 0, err
+		if p == nil {
+			p = &pruneIntent{}
 		}
-		pruned++
+		p.Through, p.Hash = keySeq(k), hex.EncodeToString(v[len(v)-hashSize:])
+		left, n, taken = left-int64(len(v)), n-1, taken+1
 	}
-	if pruned == 0 {
-		return total, 0, 0, nil
+	if p == nil {
+		return nil, nil
 	}
-	return max(total, 0), pruned, anchor.Seq, tx.Bucket(bMeta).Put(kAnchor, anchor.encode())
-}
-
-// pruneFloor returns the oldest event that backs a live record and must
-// stay, looking only at events up to target; beyond target it returns
-// target+1. Live records backed at or below target are set aside in
-// j.carryRefs, to be carried by an event once this write is done. While a
-// carry is on its way the floor is the one it found, without a new scan.
-// It runs on the writer only.
-func (j *DB) pruneFloor(tx *bolt.Tx, target uint64) uint64 {
-	if j.carrySeq != 0 || len(j.carryRefs) > 0 {
-		return j.carryFloor
-	}
-	floor := target + 1
 	now := time.Now()
 	for _, bucket := range recordBuckets {
-		_ = tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+		err := tx.Bucket(bucket).ForEach(func(k, v []byte) error {
 			seq, js, err := unwrapRecord(v)
-			if err != nil || seq > target || !live(string(bucket), js, now) {
-				return nil // verify names what cannot be read
+			if err != nil || seq > p.Through || !live(string(bucket), js, now) {
+				return nil // verify names what cannot be read; history stays as it is
 			}
-			floor = min(floor, seq)
-			j.carryRefs = append(j.carryRefs, record{ref: ref{bucket: string(bucket), key: string(k), op: opCarry, digest: digestOf(js)}})
+			p.refs = append(p.refs, record{ref: ref{bucket: string(bucket), key: string(k), op: opCarry, digest: digestOf(js)}})
 			return nil
 		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	j.carryFloor = floor
-	return floor
+	p.Carried = len(p.refs)
+	return p, nil
 }
 
-// carryLocked queues the event that carries the live records pruneFloor set
-// aside. j.mu must be held; it runs on the writer only.
-func (j *DB) carryLocked() {
-	if len(j.carryRefs) == 0 || j.carrySeq != 0 {
+// queuePruneLocked queues the event of the prune pruneDue found. j.mu must
+// be held; it runs on the writer only.
+func (j *DB) queuePruneLocked() {
+	p := j.pruneNext
+	if p == nil || j.pruneSeq != 0 {
 		return
 	}
-	refs := j.carryRefs
-	j.carryRefs = nil
-	body, _ := json.Marshal(map[string]any{"carried": len(refs), "why": "the events that made these records are about to be pruned"})
-	ev, _, err := j.enqueueLocked(runtime.Event{Kind: KindRecords, Body: body}, refs, nil, false)
+	j.pruneNext = nil
+	body, err := json.Marshal(p)
+	if err != nil {
+		return
+	}
+	ev, _, err := j.enqueueLocked(runtime.Event{Kind: KindRecords, Body: body}, p.refs, nil, false)
 	if err != nil {
 		return // failed: nothing more is written anyway
 	}
-	j.carrySeq = ev.Seq
+	j.queue[len(j.queue)-1].prune = p
+	j.pruneSeq = ev.Seq
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pruneThrough deletes the events up to p.Through, after the event that
+// names p has carried the live records they backed, and makes the last one
+// the anchor. It returns how many it deleted and their bytes.
+func pruneThrough(tx *bolt.Tx, p *pruneIntent) (uint64, int64, error) {
+	jb := tx.Bucket(bJournal)
+	var keys [][]byte
+	var freed int64
+	var anchor link
+	c := jb.Cursor()
+	for k, v := c.First(); k != nil && keySeq(k) <= p.Through; k, v = c.Next() {
+		keys = append(keys, append([]byte(nil), k...))
+		freed += int64(len(v))
+		anchor.Seq = keySeq(k)
+		copy(anchor.Hash[:], v[len(v)-hashSize:])
+	}
+	if len(keys) == 0 {
+		return 0, 0, nil
+	}
+	if anchor.Seq != p.Through || anchor.Hash.String() != p.Hash {
+		return 0, 0, fmt.Errorf("pruning through event %d: the journal's oldest events changed since the prune was chosen", p.Through)
+	}
+	for _, k := range keys {
+		if err := jb.Delete(k); err != nil {
+			return 0, 0, err
+		}
+	}
+	return uint64(len(keys)), freed, tx.Bucket(bMeta).Put(kAnchor, anchor.encode())
 }
 
 // pruneRecords deletes records that ended before the retention window:
