@@ -235,34 +235,7 @@ func TestRecordsAndStateSurviveReopen(t *testing.T) {
 // journal bucket with raw bbolt, and verifies the copy.
 func corruptCopy(t *testing.T, src string, mutate func(b *bolt.Bucket) error) Report {
 	t.Helper()
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(t.TempDir(), "copy.db")
-	if err := os.WriteFile(dst, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := bolt.Open(dst, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Update(func(tx *bolt.Tx) error { return mutate(tx.Bucket(bJournal)) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	j, err := Open(dst, Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	rep, err := j.Verify(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return verifyCopy(t, tamperCopy(t, src, func(tx *bolt.Tx) error { return mutate(tx.Bucket(bJournal)) }))
 }
 
 func TestVerifyFindsTampering(t *testing.T) {
