@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -43,9 +44,15 @@ type body struct {
 // object {"value": v, "id": "…", "reason": "…", "expires": "RFC 3339",
 // "at": "RFC 3339"}, every field optional, or a bare JSON scalar that is
 // the value. No value means a read. The value must be of type t (one of
-// enum for an enum). Errors name the field that is wrong.
+// enum for an enum). A payload that is not valid UTF-8, or an object with
+// a key twice (at any depth, in any letter case, as encoding/json matches
+// fields), is refused: which of two values is meant cannot be told. Errors
+// name the field that is wrong.
 func ParseCommand(payload []byte, t devices.Type, enum []string) (Request, error) {
 	var r Request
+	if !utf8.Valid(payload) {
+		return r, errNotUTF8
+	}
 	p := bytes.TrimLeft(payload, " \t\r\n")
 	if len(p) == 0 {
 		return r, nil
@@ -76,9 +83,13 @@ func ParseCommand(payload []byte, t devices.Type, enum []string) (Request, error
 }
 
 // ParseRun parses the payload of run/<plan>: empty, or a JSON object with
-// "id", "reason", "expires" and "at", each optional.
+// "id", "reason", "expires" and "at", each optional. It refuses what
+// ParseCommand refuses: invalid UTF-8 and repeated keys.
 func ParseRun(payload []byte) (Request, error) {
 	var r Request
+	if !utf8.Valid(payload) {
+		return r, errNotUTF8
+	}
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return r, nil
 	}
@@ -105,7 +116,11 @@ func decodeBody(payload []byte) (body, error) {
 		case errors.As(err, &se):
 			return b, fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, se)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return b, fmt.Errorf("unknown field %s (want value, id, reason, expires or at)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+			name, uerr := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+			if uerr != nil {
+				name = strings.TrimPrefix(err.Error(), "json: unknown field ")
+			}
+			return b, fmt.Errorf("unknown field %s (want value, id, reason, expires or at)", quoteShort(name))
 		}
 		return b, fmt.Errorf("malformed JSON: %v", err)
 	}
@@ -115,7 +130,93 @@ func decodeBody(payload []byte) (body, error) {
 	if _, err := dec.Token(); err == nil {
 		return b, errors.New("malformed JSON: trailing data after the object")
 	}
+	if err := repeatedKey(payload); err != nil {
+		return b, err
+	}
 	return b, nil
+}
+
+// errNotUTF8 is the error for a payload that is not valid UTF-8: decoded,
+// each bad byte would become U+FFFD, so that different payloads (and ids)
+// would read the same.
+var errNotUTF8 = errors.New("not valid UTF-8 text")
+
+// maxDepth bounds the nesting repeatedKey walks; no command nests at all.
+const maxDepth = 32
+
+// repeatedKey returns an error naming the first key that an object of
+// data, valid JSON, holds twice, comparing keys as encoding/json matches
+// them to fields (unescaped, letter case folded), or data nested deeper
+// than maxDepth. It reads data token by token, and never panics.
+func repeatedKey(data []byte) error {
+	type level struct {
+		keys    map[string]bool // nil for an array
+		wantKey bool
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var stack []level
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or a syntax error the decoder has named
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			if k, ok := tok.(string); ok {
+				f := foldKey(k)
+				if stack[n-1].keys[f] {
+					return fmt.Errorf("key %s appears twice in one object", quoteShort(k))
+				}
+				stack[n-1].keys[f], stack[n-1].wantKey = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) == maxDepth {
+				return fmt.Errorf("nested deeper than %d levels", maxDepth)
+			}
+			if tok == json.Delim('{') {
+				stack = append(stack, level{keys: map[string]bool{}, wantKey: true})
+			} else {
+				stack = append(stack, level{})
+			}
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		}
+		// A value has ended: in an object, a key comes next.
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			stack[n-1].wantKey = true
+		}
+	}
+}
+
+// foldKey is a key as encoding/json compares it with a field name, each
+// rune replaced by the smallest of its case-fold set: "ID", "Id" and "id"
+// are the same field, and so are "K" and the Kelvin sign.
+func foldKey(k string) string {
+	var sb strings.Builder
+	for _, r := range k {
+		lo := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			lo = min(lo, f)
+		}
+		sb.WriteRune(lo)
+	}
+	return sb.String()
+}
+
+// quoteShort quotes what a client sent, cut to 80 characters, for an
+// error message.
+func quoteShort(v string) string {
+	v = strings.ToValidUTF8(v, "?")
+	if utf8.RuneCountInString(v) > 80 {
+		v = string([]rune(v)[:80]) + "…"
+	}
+	return strconv.Quote(v)
 }
 
 // checkID says what is wrong with a request id, or "".
@@ -133,15 +234,15 @@ func checkID(id string) string {
 
 // PeekID reads a command's id from a payload that may not parse as a
 // whole, so that a reply saying what is wrong still carries it: the value
-// of the last top-level "id" key of a JSON object, read up to the first
-// syntax error, when it is a string that is a valid id. It returns "" when
-// no id can be read.
+// of the top-level "id" key of a JSON object, read up to the first syntax
+// error, when it is a string that is a valid id. It returns "" when no id
+// can be read, or when the object has more than one "id".
 func PeekID(payload []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return ""
 	}
-	id := ""
+	id, ids := "", 0
 	for dec.More() {
 		key, err := dec.Token()
 		if err != nil {
@@ -151,15 +252,18 @@ func PeekID(payload []byte) string {
 		if err := dec.Decode(&v); err != nil {
 			break
 		}
-		if key != "id" {
+		k, _ := key.(string)
+		if foldKey(k) != foldKey("id") {
 			continue
 		}
+		ids++
 		var s string
-		if json.Unmarshal(v, &s) == nil && checkID(s) == "" {
+		if utf8.Valid(v) && json.Unmarshal(v, &s) == nil && checkID(s) == "" {
 			id = s
-		} else {
-			id = "" // the last "id" counts, as in ParseCommand
 		}
+	}
+	if ids != 1 {
+		return "" // two ids: which one is meant cannot be told
 	}
 	return id
 }
@@ -187,7 +291,7 @@ func (b *body) common(r *Request) error {
 		}
 		t, err := time.Parse(time.RFC3339Nano, *f.s)
 		if err != nil {
-			return fmt.Errorf("field %q: %q is not an RFC 3339 time (like 2026-05-01T12:00:00Z)", f.name, *f.s)
+			return fmt.Errorf("field %q: %s is not an RFC 3339 time (like 2026-05-01T12:00:00Z)", f.name, quoteShort(*f.s))
 		}
 		*f.to = t
 	}

@@ -1,9 +1,12 @@
 package mqtt
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shadowgate/shadowgate/devices"
 )
@@ -31,6 +34,16 @@ func TestParseCommand(t *testing.T) {
 		{`{"reason": 5}`, devices.TypeNumber, Request{}, `field "reason": want a string`},
 		{`[1]`, devices.TypeNumber, Request{}, "value: want a number"},
 		{`{"value": "on"}`, devices.TypeEnum, Request{}, "value"},
+		{`{"value":false,"id":"e3","value":true}`, devices.TypeBool, Request{}, `key "value" appears twice`},
+		{`{"value":false,"VALUE":true}`, devices.TypeBool, Request{}, `key "VALUE" appears twice`},
+		{`{"id":"a","\u0069d":"b"}`, devices.TypeBool, Request{}, `key "id" appears twice`},
+		{`{"value":{"a":1,"b":{"c":1,"c":2}}}`, devices.TypeBool, Request{}, `key "c" appears twice`},
+		{`{"value":[{"a":1},{"a":2}],"id":"x"}`, devices.TypeBool, Request{}, `field "value"`},
+		{`{"value":` + strings.Repeat(`[`, 40) + strings.Repeat(`]`, 40) + `}`, devices.TypeBool, Request{}, "nested deeper than 32"},
+		{`{"` + strings.Repeat("k", 500) + `":1,"` + strings.Repeat("k", 500) + `":2}`, devices.TypeBool, Request{}, `unknown field "` + strings.Repeat("k", 80) + `…"`},
+		{`{"reason":"a","` + strings.Repeat("k", 5) + `":1,"reason":"b"}`, devices.TypeBool, Request{}, `unknown field "kkkkk"`},
+		{"{\"id\":\"\xff\xfe\"}", devices.TypeBool, Request{}, "not valid UTF-8"},
+		{"\"\xff\"", devices.TypeString, Request{}, "not valid UTF-8"},
 	}
 	for _, tc := range cases {
 		got, err := ParseCommand([]byte(tc.payload), tc.typ, []string{"off", "low", "high"})
@@ -95,7 +108,8 @@ func TestTopicFilters(t *testing.T) {
 // of the type asked for.
 func FuzzParseCommand(f *testing.F) {
 	for _, s := range []string{``, `true`, `1.5`, `"low"`, `{"value":true,"id":"x"}`, `{"value":{"a":1}}`, `{"expires":"2026-05-01T12:00:00Z"}`,
-		`{"value": tru`, `{"valu": 1}`, `null`, `[`, `{"id":7}`} {
+		`{"value": tru`, `{"valu": 1}`, `null`, `[`, `{"id":7}`, `{"value":false,"id":"e3","value":true}`, `{"Value":1,"value":2}`,
+		`{"value":{"a":{"a":1,"a":2}}}`, `{"value":[[[[{"x":1,"x":2}]]]]}`, "{\"id\":\"\xff\xfe\"}", `{"id":"a","\u0069d":"b"}`} {
 		for typ := range uint8(4) {
 			f.Add([]byte(s), typ)
 		}
@@ -115,8 +129,65 @@ func FuzzParseCommand(f *testing.F) {
 		if len(r.ID) > MaxIDLength {
 			t.Fatalf("an id of %d characters", len(r.ID))
 		}
+		if !utf8.Valid(payload) {
+			t.Fatalf("a payload of invalid UTF-8 was taken: %q", payload)
+		}
+		if repeatedKey(payload) != nil {
+			t.Fatalf("a payload with a repeated key was taken: %q", payload)
+		}
+		if n := naiveRepeats(payload); n {
+			t.Fatalf("a payload the naive check finds a repeated key in was taken: %q", payload)
+		}
 		if _, err := ParseRun(payload); err != nil && err.Error() == "" {
 			t.Fatal("an empty error from ParseRun")
 		}
 	})
+}
+
+// naiveRepeats is a reference for repeatedKey on the top-level object: it
+// decodes the object into a list of raw key/value pairs and compares the
+// keys as encoding/json matches fields, case-insensitively.
+func naiveRepeats(payload []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	var seen []string
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return false
+		}
+		for _, s := range seen {
+			if strings.EqualFold(s, k.(string)) {
+				return true
+			}
+		}
+		seen = append(seen, k.(string))
+	}
+	return false
+}
+
+// TestRepeatedKey checks the token walk on its own: what it refuses, what
+// it lets through, and that no input makes it panic.
+func TestRepeatedKey(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{`{}`, ""}, {`[]`, ""}, {`1`, ""}, {`{"a":1,"b":2}`, ""}, {`[{"a":1},{"a":1}]`, ""},
+		{`{"a":{"b":1},"b":1}`, ""}, {`{"a":["a","a"]}`, ""}, {`{"a":1,"a":1}`, `key "a" appears twice`},
+		{`{"k":1,"\u212a":2}`, "key \"\u212a\" appears twice"}, {`{"a":[{"x":[],"x":{}}]}`, `key "x" appears twice`},
+		{strings.Repeat(`[`, 32) + strings.Repeat(`]`, 32), ""}, {strings.Repeat(`[`, 33) + strings.Repeat(`]`, 33), "nested deeper"},
+		{strings.Repeat(`{"a":`, 100000), "nested deeper"}, {`{"a":1,`, ""}, {`}}]]`, ""},
+	} {
+		err := repeatedKey([]byte(tc.in))
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("repeatedKey(%.40q) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
 }
