@@ -118,7 +118,11 @@ func (m Mode) widensPowers(o Mode) string {
 		return "its ask line is wider than " + o.Name + "'s in " + f.String()
 	}
 	if m.ApprovalsRequired < o.ApprovalsRequired {
-		return "it requires " + strconv.Itoa(m.ApprovalsRequired) + " approvals, " + o.Name + " requires " + strconv.Itoa(o.ApprovalsRequired)
+		noun := " approvals, "
+		if m.ApprovalsRequired == 1 {
+			noun = " approval, "
+		}
+		return "it requires " + strconv.Itoa(m.ApprovalsRequired) + noun + o.Name + " requires " + strconv.Itoa(o.ApprovalsRequired)
 	}
 	return ""
 }
