@@ -54,7 +54,9 @@ func (s *Server) routes() {
 	api.GET("/journal/verify", s.apiVerify, viewer)
 }
 
-// bind decodes a JSON body strictly, naming what is wrong.
+// bind decodes a JSON body strictly, naming what is wrong: a body that is
+// not valid UTF-8, an unknown field, or a key given twice (at any depth)
+// is refused.
 func bind(c echo.Context, v any) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
@@ -63,6 +65,9 @@ func bind(c echo.Context, v any) error {
 			return problem(http.StatusRequestEntityTooLarge, "the body is over the limit")
 		}
 		return problem(http.StatusBadRequest, "the body cannot be read")
+	}
+	if err := checkBody(body); err != nil {
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
@@ -78,12 +83,19 @@ func bind(c echo.Context, v any) error {
 		case errors.As(err, &se):
 			return problem(http.StatusBadRequest, fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return problem(http.StatusBadRequest, "unknown field "+strings.TrimPrefix(err.Error(), "json: unknown field "))
+			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			if n, err := strconv.Unquote(name); err == nil {
+				name = n
+			}
+			return problem(http.StatusBadRequest, "unknown field "+quoteShort(name))
 		}
-		return problem(http.StatusBadRequest, "malformed JSON: "+err.Error())
+		return problem(http.StatusBadRequest, clipDetail("malformed JSON: "+err.Error()))
 	}
 	if dec.More() {
 		return problem(http.StatusBadRequest, "malformed JSON: more than one value")
+	}
+	if err := repeatedKey(body); err != nil {
+		return problem(http.StatusBadRequest, "the body: "+err.Error())
 	}
 	return nil
 }
@@ -221,22 +233,22 @@ func (s *Server) command(c echo.Context, b commandBody, origin string) (result, 
 	}
 	_, capab, ok := s.eng.Capability(b.Device, b.Capability)
 	if !ok {
-		return result{}, 0, problem(http.StatusNotFound, "device "+b.Device+" is not online or has no capability "+b.Capability)
+		return result{}, 0, problem(http.StatusNotFound, "device "+clip(b.Device)+" is not online or has no capability "+clip(b.Capability))
 	}
 	var v devices.Value
 	if len(b.Value) > 0 && string(bytes.TrimSpace(b.Value)) != "null" {
 		var err error
 		if v, err = devices.ParseValue(capab.Type, b.Value, capab.Enum); err != nil {
-			return result{}, 0, problem(http.StatusBadRequest, `field "value": `+err.Error())
+			return result{}, 0, problem(http.StatusBadRequest, `field "value": `+clipIn(err.Error(), string(b.Value)))
 		}
 	}
 	obs, err := s.eng.Do(c.Request().Context(), runtime.Command{Principal: id.Principal, Origin: origin, RequestID: b.ID,
 		Reason: b.Reason, Device: b.Device, Capability: b.Capability, Value: v})
 	if err != nil {
 		if errors.Is(err, runtime.ErrStopped) {
-			return result{}, 0, problem(http.StatusServiceUnavailable, err.Error())
+			return result{}, 0, problem(http.StatusServiceUnavailable, clipIn(err.Error(), b.ID, b.Reason))
 		}
-		return result{}, 0, problem(http.StatusBadRequest, err.Error())
+		return result{}, 0, problem(http.StatusBadRequest, clipIn(err.Error(), b.ID, b.Reason))
 	}
 	r := result{Outcome: outcomeOf(obs.Kind, obs.Receipt), Why: obs.Why, RequestID: obs.RequestID, Run: obs.Run, Approval: obs.Approval,
 		Receipt: obs.Receipt, Reading: obs.Reading, Replayed: obs.Replayed}
@@ -327,17 +339,18 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 	id := userOf(c)
 	ap, ok := s.eng.Approval(apID)
 	if !ok {
-		return runtime.Approval{}, problem(http.StatusNotFound, "approval "+apID+" does not exist")
+		return runtime.Approval{}, problem(http.StatusNotFound, "approval "+clip(apID)+" does not exist")
 	}
 	if ap.Kind == "mode_change" {
 		if b.Mode != ap.Mode {
-			return ap, problem(http.StatusConflict, fmt.Sprintf("approval %s asks for mode %s, not %q: answer the request you were shown", apID, ap.Mode, b.Mode))
+			return ap, problem(http.StatusConflict, fmt.Sprintf("approval %s asks for mode %s, not %s: answer the request you were shown", ap.ID, ap.Mode,
+				quoteShort(b.Mode)))
 		}
 	} else {
 		shown, err := devices.ParseValue(ap.Value.Type, b.Value, nil)
 		if b.Device != ap.Device || b.Capability != ap.Capability || err != nil || !shown.Equal(ap.Value) {
 			return ap, problem(http.StatusConflict, fmt.Sprintf("approval %s is for %s.%s = %s; the answer must name that act (device, capability, value)",
-				apID, ap.Device, ap.Capability, ap.Value))
+				ap.ID, ap.Device, ap.Capability, ap.Value))
 		}
 	}
 	ans := runtime.Answer{By: id.Principal, Admin: id.Role.AtLeast(access.Admin), Decision: runtime.Decision(b.Decision), Reason: b.Reason,
@@ -358,13 +371,13 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 	case err == nil:
 		return out, nil
 	case errors.As(err, &closed):
-		return out, problem(http.StatusConflict, "approval "+apID+" is "+string(closed.Status)+"; it can no longer be answered")
+		return out, problem(http.StatusConflict, "approval "+ap.ID+" is "+string(closed.Status)+"; it can no longer be answered")
 	case errors.Is(err, runtime.ErrNotPermitted):
-		return out, problem(http.StatusForbidden, err.Error())
+		return out, problem(http.StatusForbidden, clipIn(err.Error(), apID, b.Reason))
 	case errors.Is(err, runtime.ErrApprovalNotFound):
-		return out, problem(http.StatusNotFound, err.Error())
+		return out, problem(http.StatusNotFound, clipIn(err.Error(), apID, b.Reason))
 	}
-	return out, problem(http.StatusBadRequest, err.Error())
+	return out, problem(http.StatusBadRequest, clipIn(err.Error(), apID, b.Reason))
 }
 
 func (s *Server) apiAnswer(c echo.Context) error {
@@ -408,9 +421,9 @@ func (s *Server) apiStartPlan(c echo.Context) error {
 		Origin: "api", RequestID: b.ID, Reason: b.Reason})
 	switch {
 	case errors.Is(err, runtime.ErrUnknownPlan):
-		return problem(http.StatusNotFound, err.Error())
+		return problem(http.StatusNotFound, clipIn(err.Error(), c.Param("name"), b.ID, b.Reason))
 	case err != nil:
-		return problem(http.StatusServiceUnavailable, err.Error())
+		return problem(http.StatusServiceUnavailable, clipIn(err.Error(), c.Param("name"), b.ID, b.Reason))
 	}
 	return c.JSON(http.StatusAccepted, rec)
 }
@@ -421,14 +434,21 @@ const maxEvents = 10000
 func (s *Server) apiEvents(c echo.Context) error {
 	since, limit := uint64(0), 200
 	newest := s.eng.LastSeq()
-	if v := c.QueryParam("since"); v != "" {
+	v, err := numParam(c, "since")
+	if err != nil {
+		return err
+	}
+	if v != "" {
 		n, err := seqParam(`query "since"`, v, newest)
 		if err != nil {
 			return err
 		}
 		since = n
 	}
-	if v := c.QueryParam("limit"); v != "" {
+	if v, err = numParam(c, "limit"); err != nil {
+		return err
+	}
+	if v != "" {
 		n, err := countParam(`query "limit"`, v, 1, maxEvents)
 		if err != nil {
 			return err
@@ -436,7 +456,10 @@ func (s *Server) apiEvents(c echo.Context) error {
 		limit = n
 	}
 	tail := 0
-	if v := c.QueryParam("tail"); v != "" {
+	if v, err = numParam(c, "tail"); err != nil {
+		return err
+	}
+	if v != "" {
 		// The newest n written events, whatever since says. The newest
 		// sequence may not be written yet, so read a little further back.
 		n, err := countParam(`query "tail"`, v, 1, maxEvents)
@@ -507,9 +530,9 @@ func (s *Server) setMode(c echo.Context, mode, reason string) (runtime.ModeRecor
 	rec, ap, err := s.eng.SetMode(c.Request().Context(), userOf(c).Principal, mode, reason)
 	switch {
 	case errors.Is(err, runtime.ErrUnknownMode):
-		return rec, nil, problem(http.StatusBadRequest, `field "mode": `+err.Error())
+		return rec, nil, problem(http.StatusBadRequest, `field "mode": `+clipIn(err.Error(), mode, reason))
 	case err != nil:
-		return rec, nil, problem(http.StatusConflict, err.Error())
+		return rec, nil, problem(http.StatusConflict, clipIn(err.Error(), mode, reason))
 	}
 	return rec, ap, nil
 }
@@ -543,16 +566,16 @@ func (s *Server) apiRule(c echo.Context) error {
 			return c.JSON(http.StatusOK, r)
 		}
 	}
-	return problem(http.StatusNotFound, "rule "+c.Param("id")+" is not in force")
+	return problem(http.StatusNotFound, "rule "+clip(c.Param("id"))+" is not in force")
 }
 
 func (s *Server) apiRevoke(c echo.Context) error {
 	err := s.eng.RevokeRule(c.Request().Context(), c.Param("id"), userOf(c).Principal)
 	switch {
 	case errors.Is(err, runtime.ErrRuleNotFound):
-		return problem(http.StatusNotFound, err.Error())
+		return problem(http.StatusNotFound, clipIn(err.Error(), c.Param("id")))
 	case err != nil:
-		return problem(http.StatusServiceUnavailable, err.Error())
+		return problem(http.StatusServiceUnavailable, clipIn(err.Error(), c.Param("id")))
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -591,11 +614,11 @@ func (s *Server) resolve(c echo.Context, attempt string, b resolveBody) (runtime
 		Admin: id.Role.AtLeast(access.Admin), Found: found, Note: b.Note})
 	switch {
 	case errors.Is(err, runtime.ErrAttemptNotLocked):
-		return a, problem(http.StatusNotFound, err.Error())
+		return a, problem(http.StatusNotFound, clipIn(err.Error(), attempt, b.Note))
 	case errors.Is(err, runtime.ErrNotPermitted):
-		return a, problem(http.StatusForbidden, err.Error())
+		return a, problem(http.StatusForbidden, clipIn(err.Error(), attempt, b.Note))
 	case err != nil:
-		return a, problem(http.StatusBadRequest, err.Error())
+		return a, problem(http.StatusBadRequest, clipIn(err.Error(), attempt, b.Note))
 	}
 	return a, nil
 }

@@ -107,7 +107,8 @@ func need(min access.Role) echo.MiddlewareFunc {
 				return problem(http.StatusUnauthorized, "log in, or send Authorization: Bearer <token>")
 			}
 			if !id.Role.AtLeast(min) {
-				return problem(http.StatusForbidden, "this needs the "+min.String()+" role; "+id.User+" is a "+id.Role.String())
+				return problem(http.StatusForbidden, "this needs the "+min.String()+" role; "+id.User+" is "+article(id.Role.String())+" "+
+					id.Role.String())
 			}
 			return next(c)
 		}
@@ -205,4 +206,12 @@ func (s *Server) noteFailures(sum access.Summary) {
 	if _, err := s.eng.Note(ctx, runtime.KindLogin, "", sum.Record()); err != nil {
 		s.log.Warn("failed logins not journaled", "remote", sum.Remote, "failures", sum.Failures, "error", err)
 	}
+}
+
+// article is "a" or "an" before word: an admin, an operator, a viewer.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }

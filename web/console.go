@@ -148,7 +148,7 @@ func back(c echo.Context, to, note string) error {
 func formError(c echo.Context, to string, err error) error {
 	var he *echo.HTTPError
 	if errors.As(err, &he) && he.Code != http.StatusInternalServerError && he.Code != http.StatusUnauthorized {
-		return back(c, to, fmt.Sprint(he.Message))
+		return back(c, to, clipDetail(fmt.Sprint(he.Message)))
 	}
 	return err
 }
@@ -272,7 +272,7 @@ func (s *Server) startForm(c echo.Context) error {
 	rec, err := s.eng.StartPlan(c.Request().Context(), runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
 		Origin: "console", Reason: c.FormValue("reason")})
 	if err != nil {
-		return back(c, "/runs", err.Error())
+		return back(c, "/runs", clipIn(err.Error(), c.Param("name"), c.FormValue("reason")))
 	}
 	return back(c, "/runs", "Started "+rec.Plan+" as "+rec.ID+".")
 }
@@ -303,7 +303,11 @@ func (s *Server) journalPage(c echo.Context) error {
 func (s *Server) exportJournal(c echo.Context) error {
 	kinds, device := splitList(c.QueryParam("kind")), c.QueryParam("device")
 	since := uint64(0)
-	if v := c.QueryParam("since"); v != "" {
+	v, err := numParam(c, "since")
+	if err != nil {
+		return err
+	}
+	if v != "" {
 		n, err := seqParam(`query "since"`, v, s.eng.LastSeq())
 		if err != nil {
 			return err
@@ -352,9 +356,9 @@ func (s *Server) modeForm(c echo.Context) error {
 
 func (s *Server) revokeForm(c echo.Context) error {
 	if err := s.eng.RevokeRule(c.Request().Context(), c.Param("id"), userOf(c).Principal); err != nil {
-		return back(c, "/policy", err.Error())
+		return back(c, "/policy", clipIn(err.Error(), c.Param("id")))
 	}
-	return back(c, "/policy", "Rule "+c.Param("id")+" revoked.")
+	return back(c, "/policy", "Rule "+clip(c.Param("id"))+" revoked.")
 }
 
 func (s *Server) resolveForm(c echo.Context) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // FuzzAPIBodies posts arbitrary bodies to the endpoints that take one: the
@@ -17,7 +18,10 @@ import (
 func FuzzAPIBodies(f *testing.F) {
 	for _, b := range []string{`{}`, `{"device":"tank-1","capability":"level"}`, `{"device":"valve-1","capability":"open","value":true}`,
 		`{"decision":"approve","device":"valve-1","capability":"open","value":true}`, `{"mode":"observe"}`, `{"note":"x"}`,
-		`{"value":`, `[]`, `null`, `{"device":5}`, `{"rule_for":"-1h","decision":"approve_and_rule"}`} {
+		`{"value":`, `[]`, `null`, `{"device":5}`, `{"rule_for":"-1h","decision":"approve_and_rule"}`,
+		`{"device":"pump-1","capability":"on","value":false,"value":true}`, `{"mode":"observe","MODE":"manual"}`,
+		`{"note":"a","found":"acted","\u006eote":"b"}`, `{"value":{"a":[{"b":1,"b":2}]}}`, "{\"id\":\"\xff\xfe\"}",
+		"{\"device\":\"tank-1\",\"capability\":\"level\",\"reason\":\"\xc0\xaf\"}"} {
 		for path := range uint8(5) {
 			f.Add(b, path)
 		}
@@ -43,6 +47,16 @@ func FuzzAPIBodies(f *testing.F) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Detail == "" {
 				t.Fatalf("%s %q: %d with a body that says nothing: %s", req.URL.Path, body, rec.Code, rec.Body)
 			}
+			if len(e.Detail) > maxDetail+len("…") {
+				t.Fatalf("%s: an error detail of %d bytes", req.URL.Path, len(e.Detail))
+			}
+			return
+		}
+		if !utf8.ValidString(body) {
+			t.Fatalf("%s %q: a body of invalid UTF-8 was taken (%d)", req.URL.Path, body, rec.Code)
+		}
+		if err := repeatedKey([]byte(body)); err != nil {
+			t.Fatalf("%s %q: a body with a repeated key was taken (%d): %v", req.URL.Path, body, rec.Code, err)
 		}
 	})
 }

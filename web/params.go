@@ -12,23 +12,23 @@ import (
 // the range it may take; what passes cannot overflow in the engine or the
 // journal. A failure is a 400 naming the parameter and the range.
 
-// seqParam reads a journal sequence number: a decimal from 0 to newest,
+// seqParam reads a journal sequence number: plain decimal digits, from 0 to newest,
 // the newest sequence the journal holds. A client only ever learns
 // sequences up to the newest, so one beyond it is a mistake (an id from
 // another journal, say) and is refused rather than answered with nothing.
 func seqParam(name, v string, newest uint64) (uint64, error) {
 	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || n > newest {
+	if !digits(v) || err != nil || n > newest {
 		return 0, problem(http.StatusBadRequest, name+": "+quoteShort(v)+" is not a sequence number from 0 to "+
 			strconv.FormatUint(newest, 10)+" (the newest in the journal)")
 	}
 	return n, nil
 }
 
-// countParam reads a whole number from lo to hi.
+// countParam reads a whole number from lo to hi, in plain decimal digits.
 func countParam(name, v string, lo, hi int) (int, error) {
 	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
+	if !digits(v) || err != nil || n < lo || n > hi {
 		return 0, problem(http.StatusBadRequest, name+": "+quoteShort(v)+" is not a whole number from "+
 			strconv.Itoa(lo)+" to "+strconv.Itoa(hi))
 	}
@@ -43,14 +43,6 @@ func durationParam(name, v string, lo, hi time.Duration) (time.Duration, error) 
 			hi.String()+" (like 30m or 2h)")
 	}
 	return d, nil
-}
-
-// quoteShort quotes what a client sent, cut short, for an error message.
-func quoteShort(v string) string {
-	if len(v) > 40 {
-		v = v[:40] + "…"
-	}
-	return strconv.Quote(strings.ToValidUTF8(v, "?"))
 }
 
 // safeNext keeps a redirect after login on this site: only a path of

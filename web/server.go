@@ -260,6 +260,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		_ = c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(safeNext(c.Request().URL.RequestURI())))
 		return
 	}
+	detail = clipDetail(detail)
 	body := apiError{Error: http.StatusText(status), Detail: detail}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)

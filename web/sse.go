@@ -20,8 +20,15 @@ import (
 func (s *Server) apiStream(c echo.Context) error {
 	since := s.eng.LastSeq() // a new client starts from now
 	name, from := `header "Last-Event-ID"`, c.Request().Header.Get("Last-Event-ID")
+	if n := len(c.Request().Header.Values("Last-Event-ID")); n > 1 {
+		return problem(http.StatusBadRequest, fmt.Sprintf("%s: given %d times; give it once", name, n))
+	}
+	q, qerr := numParam(c, "since")
+	if qerr != nil {
+		return qerr
+	}
 	if from == "" {
-		name, from = `query "since"`, c.QueryParam("since")
+		name, from = `query "since"`, q
 	}
 	if from != "" {
 		n, err := seqParam(name, from, since)
