@@ -78,6 +78,8 @@ var queryParamSeeds = [][5]string{
 	{"", "", "", "", "/x?y=%0a//evil"},
 	{"", "", "", "", "/\u0085/evil.example"},
 	{"", "", "", "", "http:evil.example"},
+	{"+5", "+5", "+5", "+5", ""},
+	{"05", "-0", "5_0", "\u0665", ""},
 }
 
 // FuzzQueryParams feeds every query parser: since, limit and tail on
@@ -109,7 +111,7 @@ func FuzzQueryParams(f *testing.F) {
 			}
 		}
 		for _, v := range []string{limit, tail} {
-			if n, err := countParam("limit", v, 1, maxEvents); err == nil && (n < 1 || n > maxEvents) {
+			if n, err := countParam("limit", v, 1, maxEvents); err == nil && (n < 1 || n > maxEvents || strings.Trim(v, "0123456789") != "") {
 				t.Fatalf("countParam(%q) = %d", v, n)
 			}
 		}
