@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -436,4 +437,24 @@ func TestResolveFormAsksWhatWasFound(t *testing.T) {
 	}
 	s.expect("GET", "/api/v1/events?kind=reconciled", "viewer", "", 200, `"found":"acted"`)
 	s.expect("GET", "/api/v1/locks", "viewer", "", 200, "[]")
+}
+
+// clock is a settable time for a server under test.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Now()} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
