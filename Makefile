@@ -26,7 +26,7 @@ lint:
 # A short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
 fuzz:
-	go test -run '^$$' -fuzz FuzzParseValue -fuzztime $(FUZZTIME) ./devices
+	go test -run '^$$' -fuzz FuzzParseValue -fuzztime $(FUZZTIME) ./value
 	go test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./gateway
 	go test -run '^$$' -fuzz FuzzDecodeEvent -fuzztime $(FUZZTIME) ./runtime/journal
 	go test -run '^$$' -fuzz FuzzParseCheckpoint -fuzztime $(FUZZTIME) ./runtime/journal

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,63 +45,102 @@ func isStd(p string) bool { return !strings.Contains(strings.SplitN(p, "/", 2)[0
 // ioPackages may not be imported by the pure packages.
 var ioPackages = regexp.MustCompile(`^(os|os/.*|net|net/.*|io/fs|io/ioutil|syscall|log|log/slog|path/filepath|database/.*|crypto/rand|math/rand.*)$`)
 
-// violations lists what breaks the rules in pkgs.
+// ours reports whether p is a package of this module, and returns its
+// path inside the module.
+func ours(p string) (string, bool) {
+	if p == module {
+		return "", true
+	}
+	rel, ok := strings.CutPrefix(p, module+"/")
+	return rel, ok
+}
+
+// under reports whether rel is dir or a package below it.
+func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, dir+"/") }
+
+// surfaces are the packages people and machines talk to. They use the
+// runtime's public API and small interfaces: they never link storage or a
+// driver, not even through another package.
+var surfaces = []string{"web", "gateway/mqtt", "gateway/uplink", "gateway/command"}
+
+// violations lists what breaks the rules in pkgs. Every rule is checked on
+// the transitive dependencies, so a rule cannot be dodged by a detour.
 func violations(pkgs map[string]pkgInfo) []string {
 	var bad []string
 	for name, p := range pkgs {
-		rel := strings.TrimPrefix(strings.TrimPrefix(name, module), "/")
+		rel, _ := ours(name)
+		deps := p.deps
+		ourDeps := func(allowed ...string) {
+			for _, d := range deps {
+				dr, mine := ours(d)
+				if mine && !slices.Contains(allowed, dr) {
+					bad = append(bad, rel+" depends on "+d+" (it may use only "+strings.Join(allowed, ", ")+" of ours)")
+				}
+			}
+		}
 		switch {
-		case rel == "governance" || rel == "devices":
-			for _, imp := range p.imports {
-				if ioPackages.MatchString(imp) {
-					bad = append(bad, rel+" imports "+imp+" (it must do no I/O)")
-				}
-			}
-			for _, d := range p.deps {
+		case rel == "value" || rel == "governance" || rel == "devices" || rel == "store":
+			// Pure leaves: the standard library, no I/O, and only the value type of ours.
+			for _, d := range deps {
 				if !isStd(d) {
-					bad = append(bad, rel+" depends on "+d+" (standard library only)")
+					if dr, mine := ours(d); !mine || dr != "value" || rel == "value" {
+						bad = append(bad, rel+" depends on "+d+" (standard library only)")
+					}
 				}
 			}
-		case rel == "runtime" || strings.HasPrefix(rel, "runtime/"):
-			for _, d := range p.deps {
-				if strings.HasPrefix(d, module+"/drivers") || strings.HasPrefix(d, module+"/web") || strings.HasPrefix(d, module+"/gateway") {
-					bad = append(bad, "runtime depends on "+d)
+			if rel != "store" {
+				for _, imp := range p.imports {
+					if ioPackages.MatchString(imp) {
+						bad = append(bad, rel+" imports "+imp+" (it must do no I/O)")
+					}
 				}
 			}
-		case strings.HasPrefix(rel, "drivers/"):
-			for _, d := range p.deps {
-				if strings.HasPrefix(d, module+"/") && d != module+"/devices" {
-					bad = append(bad, rel+" depends on "+d+" (a driver imports only devices of ours)")
+		case rel == "access":
+			ourDeps()
+		case under(rel, "runtime"):
+			for _, d := range deps {
+				dr, mine := ours(d)
+				if mine && (under(dr, "drivers") || under(dr, "web") || under(dr, "gateway") || under(dr, "access") || under(dr, "cmd")) {
+					bad = append(bad, rel+" depends on "+d+" (the runtime knows no driver and no surface)")
 				}
 			}
-		case strings.HasPrefix(rel, "firmware-fixtures"):
-			for _, d := range p.deps {
-				if strings.HasPrefix(d, module) {
-					bad = append(bad, rel+" depends on "+d+" (fixtures play the hardware and import nothing of ours)")
+		case under(rel, "devices/"):
+			ourDeps("devices", "value")
+		case under(rel, "drivers"):
+			ourDeps("devices", "value", "devices/devicetest")
+		case under(rel, "firmware-fixtures"):
+			ourDeps()
+		}
+		for _, s := range surfaces {
+			if !under(rel, s) {
+				continue
+			}
+			for _, d := range deps {
+				dr, mine := ours(d)
+				if strings.HasPrefix(d, "go.etcd.io/bbolt") || (mine && (under(dr, "drivers") || under(dr, "runtime/journal"))) {
+					bad = append(bad, rel+" depends on "+d+" (a surface reaches storage and devices through the runtime and store)")
 				}
 			}
 		}
-		if rel == "web" || strings.HasPrefix(rel, "web/") || rel == "gateway/mqtt" || rel == "gateway/uplink" {
-			// Surfaces use the runtime's public API: no bbolt, no driver.
-			for _, imp := range p.imports {
-				if strings.HasPrefix(imp, "go.etcd.io/bbolt") || strings.HasPrefix(imp, module+"/drivers") {
-					bad = append(bad, rel+" imports "+imp+" (a surface reaches storage and devices through the runtime)")
-				}
+		for _, d := range deps {
+			dr, mine := ours(d)
+			if !mine {
+				continue
 			}
-		}
-		for _, d := range p.deps {
-			if strings.HasPrefix(d, module+"/cmd") || (d == module+"/gateway" && !strings.HasPrefix(rel, "cmd")) {
+			if under(dr, "cmd") || (dr == "gateway" && !under(rel, "cmd")) {
 				bad = append(bad, rel+" depends on "+d+" (nothing imports cmd or gateway)")
 			}
 		}
 		if rel == "cmd/shadowgate" {
-			for _, d := range p.deps {
-				if d == "testing" || d == "net/http/httptest" || d == "net/http/pprof" || strings.HasPrefix(d, "github.com/mochi-mqtt/server/v2/config") {
+			for _, d := range deps {
+				dr, _ := ours(d)
+				if d == "testing" || d == "net/http/httptest" || d == "net/http/pprof" || strings.HasPrefix(d, "github.com/mochi-mqtt/server/v2/config") || dr == "runtime/runtimetest" {
 					bad = append(bad, "the binary links "+d)
 				}
 			}
 		}
 	}
+	slices.Sort(bad)
 	return bad
 }
 
@@ -113,16 +153,23 @@ func TestImportDirection(t *testing.T) {
 // TestImportDirectionCatchesViolations proves the check can fail.
 func TestImportDirectionCatchesViolations(t *testing.T) {
 	fake := map[string]pkgInfo{
-		module + "/governance":   {imports: []string{"os"}, deps: []string{"os"}},
-		module + "/runtime":      {deps: []string{module + "/drivers/sim"}},
-		module + "/drivers/sim":  {deps: []string{module + "/runtime", module + "/devices"}},
-		module + "/devices":      {deps: []string{"go.etcd.io/bbolt"}},
-		module + "/gateway/mqtt": {imports: []string{"go.etcd.io/bbolt"}},
+		module + "/governance":  {imports: []string{"os"}, deps: []string{"os"}},
+		module + "/runtime":     {deps: []string{module + "/drivers/sim"}},
+		module + "/drivers/sim": {deps: []string{module + "/runtime", module + "/devices"}},
+		module + "/devices":     {deps: []string{"go.etcd.io/bbolt"}},
+		// The surface imports nothing of storage itself: the runtime's
+		// journal brings bbolt in behind its back.
+		module + "/gateway/mqtt":   {imports: []string{module + "/runtime/journal"}, deps: []string{module + "/runtime/journal", "go.etcd.io/bbolt"}},
+		module + "/gateway/uplink": {imports: []string{module + "/store"}, deps: []string{module + "/store", module + "/gateway/mqtt", module + "/runtime/journal", "go.etcd.io/bbolt"}},
+		module + "/value":          {deps: []string{module + "/devices"}},
+		module + "/cmd/shadowgate": {deps: []string{module + "/runtime/runtimetest"}},
 	}
 	got := violations(fake)
 	for _, want := range []string{"governance imports os", "runtime depends on " + module + "/drivers/sim",
 		"drivers/sim depends on " + module + "/runtime", "devices depends on go.etcd.io/bbolt",
-		"gateway/mqtt imports go.etcd.io/bbolt"} {
+		"gateway/mqtt depends on go.etcd.io/bbolt", "gateway/mqtt depends on " + module + "/runtime/journal",
+		"gateway/uplink depends on go.etcd.io/bbolt", "value depends on " + module + "/devices",
+		"the binary links " + module + "/runtime/runtimetest"} {
 		found := false
 		for _, g := range got {
 			found = found || strings.HasPrefix(g, want)
@@ -137,7 +184,7 @@ func TestImportDirectionCatchesViolations(t *testing.T) {
 // time arrives on the request.
 func TestPureCodeReadsNoClock(t *testing.T) {
 	clock := regexp.MustCompile(`time\.(Now|Since|Until|Sleep|After|Tick|NewTimer|NewTicker|AfterFunc)\(`)
-	for _, dir := range []string{"governance", "devices"} {
+	for _, dir := range []string{"governance", "devices", "value"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Kind says whether a capability observes or changes the world.
@@ -51,7 +53,7 @@ type Floor struct {
 type Capability struct {
 	Name string
 	Kind Kind
-	Type Type
+	Type value.Type
 	Unit string
 	// Enum lists the values of an enum capability.
 	Enum []string
@@ -143,9 +145,9 @@ func (q *Quality) UnmarshalText(b []byte) error {
 
 // Reading is one observation of a capability.
 type Reading struct {
-	Value   Value     `json:"value"`
-	At      time.Time `json:"at"`
-	Quality Quality   `json:"quality"`
+	Value   value.Value `json:"value"`
+	At      time.Time   `json:"at"`
+	Quality Quality     `json:"quality"`
 }
 
 // Age returns how old the reading is at now.

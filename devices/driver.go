@@ -3,6 +3,8 @@ package devices
 import (
 	"context"
 	"errors"
+
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Driver reaches devices. Implementations must be safe for concurrent use.
@@ -19,7 +21,7 @@ type Driver interface {
 	Read(ctx context.Context, device, capability string) (Reading, error)
 	// Write changes one capability. It returns when the driver has passed the
 	// value on; whether the world followed is for a read-back to tell.
-	Write(ctx context.Context, device, capability string, v Value) error
+	Write(ctx context.Context, device, capability string, v value.Value) error
 	// Close releases the driver. Calls after Close return ErrClosed.
 	Close() error
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/shadowgate/shadowgate/value"
 )
 
 type listDriver struct {
@@ -18,9 +20,9 @@ func (d *listDriver) Devices() []Device {
 	defer d.mu.Unlock()
 	return slices.Clone(d.devs)
 }
-func (d *listDriver) Read(context.Context, string, string) (Reading, error) { return Reading{}, nil }
-func (d *listDriver) Write(context.Context, string, string, Value) error    { return nil }
-func (d *listDriver) Close() error                                          { return nil }
+func (d *listDriver) Read(context.Context, string, string) (Reading, error)    { return Reading{}, nil }
+func (d *listDriver) Write(context.Context, string, string, value.Value) error { return nil }
+func (d *listDriver) Close() error                                             { return nil }
 func (d *listDriver) set(ids ...string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shadowgate/shadowgate/gateway/access"
-	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/store"
 )
 
 // adminHashFile holds the hash of the generated admin password.
@@ -57,24 +57,24 @@ func firstAdmin(stateDir string, notice io.Writer) (access.User, error) {
 // journal cannot be used: logins work, and end with the process.
 type memSessions struct {
 	mu sync.Mutex
-	m  map[string]journal.Session
+	m  map[string]store.Session
 }
 
-func newMemSessions() *memSessions { return &memSessions{m: map[string]journal.Session{}} }
+func newMemSessions() *memSessions { return &memSessions{m: map[string]store.Session{}} }
 
-func (s *memSessions) Put(cookie string, sess journal.Session) error {
+func (s *memSessions) Put(cookie string, sess store.Session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[cookie] = sess
 	return nil
 }
 
-func (s *memSessions) Get(cookie string, now time.Time) (journal.Session, bool, error) {
+func (s *memSessions) Get(cookie string, now time.Time) (store.Session, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess, ok := s.m[cookie]
 	if !ok || !now.Before(sess.Expires) {
-		return journal.Session{}, false, nil
+		return store.Session{}, false, nil
 	}
 	return sess, true, nil
 }

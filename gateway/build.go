@@ -15,14 +15,15 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
-	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
 	"github.com/shadowgate/shadowgate/web"
 )
 
@@ -183,18 +184,18 @@ func (c *checker) duration(p path, s string, def time.Duration) time.Duration {
 }
 
 // value parses a YAML scalar as a value of type t, as strictly as JSON.
-func (c *checker) value(p path, n *yaml.Node, t devices.Type, enum []string) (devices.Value, bool) {
+func (c *checker) value(p path, n *yaml.Node, t value.Type, enum []string) (value.Value, bool) {
 	if n == nil || n.Kind == 0 {
 		c.errf(p, "a %s value is required", t)
-		return devices.Value{}, false
+		return value.Value{}, false
 	}
 	if n.Kind != yaml.ScalarNode {
 		c.errf(p, "want a %s, got a YAML collection", t)
-		return devices.Value{}, false
+		return value.Value{}, false
 	}
-	if t == devices.TypeBool && n.ShortTag() != "!!bool" && yaml11Bools[strings.ToLower(n.Value)] {
+	if t == value.TypeBool && n.ShortTag() != "!!bool" && yaml11Bools[strings.ToLower(n.Value)] {
 		c.errf(p, "%q is not a boolean in YAML 1.2: write true or false", n.Value)
-		return devices.Value{}, false
+		return value.Value{}, false
 	}
 	var raw []byte
 	switch n.ShortTag() {
@@ -211,16 +212,12 @@ func (c *checker) value(p path, n *yaml.Node, t devices.Type, enum []string) (de
 			raw = []byte(n.Value) // YAML calls 1e400 a string; it was written as a number
 		}
 	}
-	v, err := devices.ParseValue(t, raw, enum)
+	v, err := value.ParseValue(t, raw, enum)
 	if err != nil {
 		c.errf(p, "%v", err)
-		return devices.Value{}, false
+		return value.Value{}, false
 	}
 	return v, true
-}
-
-func toGov(v devices.Value) governance.Value {
-	return governance.Value{Type: governance.ValueType(v.Type), Bool: v.Bool, Num: v.Num, Text: v.Text}
 }
 
 // build checks cfg and returns what it describes.
@@ -387,10 +384,10 @@ func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, seen 
 		if capa.Kind, err = devices.ParseKind(cc.Kind); err != nil {
 			c.errf(cp.with("kind"), "%v", err)
 		}
-		if capa.Type, err = devices.ParseType(cc.Type); err != nil {
+		if capa.Type, err = value.ParseType(cc.Type); err != nil {
 			c.errf(cp.with("type"), "%v", err)
 		}
-		if (capa.Type == devices.TypeEnum) != (len(cc.Enum) > 0) {
+		if (capa.Type == value.TypeEnum) != (len(cc.Enum) > 0) {
 			c.errf(cp.with("enum"), "an enum capability lists its values under enum, and only an enum does")
 		}
 		if cc.Poll != "" {
@@ -416,26 +413,26 @@ func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, seen 
 }
 
 // condition parses an interlock, confirmation or expectation.
-func (c *checker) condition(p path, sensor, op string, value *yaml.Node) (governance.Op, devices.Value, bool) {
+func (c *checker) condition(p path, sensor, op string, raw *yaml.Node) (governance.Op, value.Value, bool) {
 	capa, ok := c.caps[sensor]
 	if !ok {
 		c.errf(p.with("sensor"), "unknown reading %q (write device.capability)", sensor)
-		return "", devices.Value{}, false
+		return "", value.Value{}, false
 	}
 	if !capa.Readable() {
 		c.errf(p.with("sensor"), "%s cannot be read", sensor)
-		return "", devices.Value{}, false
+		return "", value.Value{}, false
 	}
 	o, err := governance.ParseOp(op)
 	if err != nil {
 		c.errf(p.with("op"), "%v", err)
-		return "", devices.Value{}, false
+		return "", value.Value{}, false
 	}
-	if capa.Type != devices.TypeNumber && o != governance.OpEQ && o != governance.OpNE {
+	if capa.Type != value.TypeNumber && o != governance.OpEQ && o != governance.OpNE {
 		c.errf(p.with("op"), "%s is a %s; only == and != compare it", sensor, capa.Type)
-		return "", devices.Value{}, false
+		return "", value.Value{}, false
 	}
-	v, ok := c.value(p.with("value"), value, capa.Type, capa.Enum)
+	v, ok := c.value(p.with("value"), raw, capa.Type, capa.Enum)
 	return o, v, ok
 }
 
@@ -452,7 +449,7 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 	if ec := cc.Envelope; ec != nil {
 		ep := p.with("envelope")
 		env := &governance.Envelope{MaxRate: ec.MaxRate, Step: ec.Step}
-		if (ec.Min != nil || ec.Max != nil || ec.Step != 0) && capa.Type != devices.TypeNumber {
+		if (ec.Min != nil || ec.Max != nil || ec.Step != 0) && capa.Type != value.TypeNumber {
 			c.errf(ep, "min, max and step bound numbers; %s is a %s", cc.Name, capa.Type)
 		}
 		if ec.Min != nil {
@@ -469,7 +466,7 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 		}
 		for i := range ec.Allowed {
 			if v, ok := c.value(ep.with("allowed", i), &ec.Allowed[i], capa.Type, capa.Enum); ok {
-				env.Allowed = append(env.Allowed, toGov(v))
+				env.Allowed = append(env.Allowed, v)
 			}
 		}
 		env.MinDwell = c.duration(ep.with("min_dwell"), ec.MinDwell, 0)
@@ -478,7 +475,7 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 	for i, ic := range cc.Interlocks {
 		ip := p.with("interlocks", i)
 		if op, v, ok := c.condition(ip, ic.Sensor, ic.Op, &ic.Value); ok {
-			pol.Interlocks = append(pol.Interlocks, governance.Condition{Sensor: ic.Sensor, Op: op, Value: toGov(v),
+			pol.Interlocks = append(pol.Interlocks, governance.Condition{Sensor: ic.Sensor, Op: op, Value: v,
 				MaxAge: c.duration(ip.with("max_age"), ic.MaxAge, governance.DefaultMaxAge)})
 		}
 	}
@@ -574,7 +571,7 @@ func (c *checker) rule(p path, rc RuleConfig) (governance.Rule, bool) {
 			break
 		}
 		if v, ok := c.value(p.with("values", i), &rc.Values[i], capa.Type, capa.Enum); ok {
-			r.Values.Set = append(r.Values.Set, toGov(v))
+			r.Values.Set = append(r.Values.Set, v)
 		}
 	}
 	if rc.Min != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 const minimal = `gateway: {id: t}
@@ -153,7 +155,7 @@ func FuzzLoad(f *testing.F) {
 			return
 		}
 		reg := devices.NewRegistry()
-		_, err = runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: runtime.NewMemJournal(),
+		_, err = runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: runtimetest.NewMemJournal(),
 			Policies: b.Policies, Modes: b.Modes, Mode: b.Mode, Rules: b.Rules, Plans: b.Plans})
 		if err != nil {
 			t.Fatalf("Load accepted a configuration the engine refuses: %v", err)
@@ -318,13 +320,13 @@ uplink: {url: "tcp://site:1883", client_id: site-1, user: appr}
 	if err := reg.Add("sim", g); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := runtime.New(ctx, runtime.Options{Registry: reg, Journal: runtime.NewMemJournal(), Policies: b.Policies,
+	eng, err := runtime.New(ctx, runtime.Options{Registry: reg, Journal: runtimetest.NewMemJournal(), Policies: b.Policies,
 		Modes: b.Modes, Mode: b.Mode, Rules: b.Rules, Person: b.Person})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	obs, err := eng.Do(ctx, runtime.Command{Principal: "mqtt:appr", Origin: "mqtt", RequestID: "c1", Device: "pump-1", Capability: "on", Value: devices.Bool(true)})
+	obs, err := eng.Do(ctx, runtime.Command{Principal: "mqtt:appr", Origin: "mqtt", RequestID: "c1", Device: "pump-1", Capability: "on", Value: value.Bool(true)})
 	if err != nil || obs.Kind != runtime.ApprovalRequest {
 		t.Fatalf("Do = %+v, %v; want an approval request", obs, err)
 	}

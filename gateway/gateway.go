@@ -20,9 +20,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
-	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/runtime"

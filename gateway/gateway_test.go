@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // TestRunServesTheDemoAndStopsCleanly runs the real demo wiring, sends a
@@ -37,7 +37,7 @@ func TestRunServesTheDemoAndStopsCleanly(t *testing.T) {
 		t.Fatalf("Run ended early: %v", err)
 	}
 	obs, err := e.Do(ctx, runtime.Command{Principal: "test:alice", Origin: "test", RequestID: "1",
-		Device: "valve-1", Capability: "open", Value: devices.Bool(true)})
+		Device: "valve-1", Capability: "open", Value: value.Bool(true)})
 	if err != nil || obs.Kind != runtime.ApprovalRequest {
 		t.Fatalf("Do = %+v, %v; want an approval request in supervised mode", obs, err)
 	}
@@ -127,7 +127,7 @@ func TestStateDirectoryIsGuardedByItsJournal(t *testing.T) {
 		t.Fatalf("a read on a corrupt journal = %+v", obs)
 	}
 	obs, err := e.Do(t.Context(), runtime.Command{Principal: "test:alice", Origin: "test", RequestID: "1",
-		Device: "valve-1", Capability: "open", Value: devices.Bool(true)})
+		Device: "valve-1", Capability: "open", Value: value.Bool(true)})
 	if err != nil || obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "corrupt") {
 		t.Fatalf("a write on a corrupt journal = %+v, %v", obs, err)
 	}

@@ -8,9 +8,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // tamper changes the state directory's journal with raw bbolt, as someone
@@ -97,7 +97,7 @@ func TestServeFailsClosedOnATamperedJournal(t *testing.T) {
 				t.Fatalf("a read on a tampered journal = %+v", obs)
 			}
 			obs, err := e.Do(t.Context(), runtime.Command{Principal: "test:alice", Origin: "test", RequestID: "after",
-				Device: "valve-1", Capability: "open", Value: devices.Bool(true)})
+				Device: "valve-1", Capability: "open", Value: value.Bool(true)})
 			if err != nil || obs.Kind != runtime.Refused || !strings.Contains(obs.Why, tc.why) {
 				t.Fatalf("a write on a tampered journal = %+v, %v; want refused naming %q", obs, err, tc.why)
 			}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 func ExampleJudge() {
@@ -13,7 +14,7 @@ func ExampleJudge() {
 	pump.Costs = true
 	req := governance.Request{
 		Principal: "mqtt:alice", Device: "pump-1", Capability: "on", Write: true,
-		Profile: pump, Value: governance.Bool(true), Mode: governance.ModeSupervised,
+		Profile: pump, Value: value.Bool(true), Mode: governance.ModeSupervised,
 		Now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC),
 	}
 	pol := &governance.Policy{Modes: governance.ShippedModes()}

@@ -3,6 +3,8 @@ package governance
 import (
 	"errors"
 	"time"
+
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Op compares a reading with a value in an interlock or a confirmation.
@@ -28,14 +30,14 @@ func ParseOp(s string) (Op, error) {
 }
 
 // Holds reports whether "got op want" is true. Ordering a non-number is false.
-func (op Op) Holds(got, want Value) bool {
+func (op Op) Holds(got, want value.Value) bool {
 	switch op {
 	case OpEQ:
 		return got.Equal(want)
 	case OpNE:
 		return got.Type == want.Type && !got.Equal(want)
 	}
-	if got.Type != TypeNumber || want.Type != TypeNumber {
+	if got.Type != value.TypeNumber || want.Type != value.TypeNumber {
 		return false
 	}
 	switch op {
@@ -58,7 +60,7 @@ type Condition struct {
 	// Sensor names the reading as "device.capability".
 	Sensor string
 	Op     Op
-	Value  Value
+	Value  value.Value
 	// MaxAge is the oldest reading the condition trusts. Zero means 30s.
 	MaxAge time.Duration
 }
@@ -73,7 +75,7 @@ func (c Condition) String() string {
 
 // Fact is the latest reading of a sensor as the runtime knows it.
 type Fact struct {
-	Value Value
+	Value value.Value
 	At    time.Time
 	// Good is false when the device reported the reading stale or bad.
 	Good bool

@@ -3,6 +3,8 @@ package governance
 import (
 	"fmt"
 	"time"
+
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Request is everything the judge needs to know about one step.
@@ -16,7 +18,7 @@ type Request struct {
 	// Profile is the step's effect profile.
 	Profile EffectProfile
 	// Value is the value to write; Type is TypeNone for a read.
-	Value Value
+	Value value.Value
 	// Envelope bounds the value of a write; nil means none was declared.
 	Envelope *Envelope
 	// History feeds the envelope's rate and dwell limits.
@@ -62,7 +64,7 @@ func Judge(req *Request, pol *Policy) (v Verdict) {
 		return Verdict{Outcome: Refuse, Stage: StageMode, Mode: req.Mode, Why: "unknown mode \"" + req.Mode + "\": unjudged is not permission"}
 	}
 	if req.Write {
-		if req.Value.Type == TypeNone {
+		if req.Value.Type == value.TypeNone {
 			return Verdict{Outcome: Refuse, Stage: StageEnvelope, Mode: mode.Name, Why: "a write carries no value"}
 		}
 		if req.Envelope != nil {

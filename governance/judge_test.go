@@ -3,6 +3,8 @@ package governance
 import (
 	"testing"
 	"time"
+
+	"github.com/shadowgate/shadowgate/value"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -37,10 +39,10 @@ func readProfile() EffectProfile {
 func pumpWrite(mode string) Request {
 	return Request{
 		Principal: "mqtt:alice", Device: "pump-1", Capability: "on", Write: true,
-		Profile: pumpProfile(), Value: Bool(true),
-		Envelope:   &Envelope{Type: TypeBool},
-		Interlocks: []Condition{{Sensor: "tank-1.level", Op: OpGT, Value: Number(10), MaxAge: 30 * time.Second}},
-		Facts:      factMap{"tank-1.level": {Value: Number(50), At: t0.Add(-time.Second), Good: true}},
+		Profile: pumpProfile(), Value: value.Bool(true),
+		Envelope:   &Envelope{Type: value.TypeBool},
+		Interlocks: []Condition{{Sensor: "tank-1.level", Op: OpGT, Value: value.Number(10), MaxAge: 30 * time.Second}},
+		Facts:      factMap{"tank-1.level": {Value: value.Number(50), At: t0.Add(-time.Second), Good: true}},
 		Mode:       mode, Now: t0,
 	}
 }
@@ -49,7 +51,7 @@ func policy(rules ...Rule) *Policy { return &Policy{Modes: ShippedModes(), Rules
 
 func allowRule(id string) Rule {
 	return Rule{ID: id, Principal: "mqtt:alice", Device: "pump-1", Capability: "on",
-		Values: ValueMatch{Set: []Value{Bool(true)}}, Decision: DecideAllow, ExpiresAt: t0.Add(time.Hour)}
+		Values: ValueMatch{Set: []value.Value{value.Bool(true)}}, Decision: DecideAllow, ExpiresAt: t0.Add(time.Hour)}
 }
 
 func denyRule(id string) Rule {
@@ -96,69 +98,69 @@ func TestJudge(t *testing.T) {
 		}, pol: policy(), want: Allow, stage: StageMode},
 		{name: "envelope beats maintenance", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Envelope = &Envelope{Type: TypeNumber, HasMax: true, Max: 30}
-			r.Value = Number(42)
+			r.Envelope = &Envelope{Type: value.TypeNumber, HasMax: true, Max: 30}
+			r.Value = value.Number(42)
 			return r
 		}, pol: policy(), want: Refuse, stage: StageEnvelope, why: "envelope: value 42 is above the maximum 30"},
 		{name: "envelope type mismatch", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Value = Text("true")
+			r.Value = value.Text("true")
 			return r
 		}, pol: policy(), want: Refuse, stage: StageEnvelope, why: `envelope: value "true" is a string, want bool`},
 		{name: "envelope below min", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Envelope = &Envelope{Type: TypeNumber, HasMin: true, Min: 5}
-			r.Value = Number(1)
+			r.Envelope = &Envelope{Type: value.TypeNumber, HasMin: true, Min: 5}
+			r.Value = value.Number(1)
 			return r
 		}, pol: policy(), want: Refuse, stage: StageEnvelope, why: "envelope: value 1 is below the minimum 5"},
 		{name: "envelope off step", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Envelope = &Envelope{Type: TypeNumber, Step: 0.5}
-			r.Value = Number(1.2)
+			r.Envelope = &Envelope{Type: value.TypeNumber, Step: 0.5}
+			r.Value = value.Number(1.2)
 			return r
 		}, pol: policy(), want: Refuse, stage: StageEnvelope},
 		{name: "envelope allowed set", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Envelope = &Envelope{Type: TypeEnum, Allowed: []Value{Enum("low"), Enum("high")}}
-			r.Value = Enum("max")
+			r.Envelope = &Envelope{Type: value.TypeEnum, Allowed: []value.Value{value.Enum("low"), value.Enum("high")}}
+			r.Value = value.Enum("max")
 			return r
 		}, pol: policy(), want: Refuse, stage: StageEnvelope, why: `envelope: value "max" is not one of the allowed values`},
 		{name: "envelope min dwell", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
 			r.Envelope.MinDwell = time.Minute
-			r.History = History{Current: Bool(false), LastChange: t0.Add(-10 * time.Second)}
+			r.History = History{Current: value.Bool(false), LastChange: t0.Add(-10 * time.Second)}
 			return r
 		}, pol: policy(), want: Refuse, stage: StageEnvelope, why: "envelope: it changed 10s ago; the minimum dwell is 1m0s"},
 		{name: "dwell does not apply to the current value", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
 			r.Envelope.MinDwell = time.Minute
-			r.History = History{Current: Bool(true), LastChange: t0.Add(-10 * time.Second)}
+			r.History = History{Current: value.Bool(true), LastChange: t0.Add(-10 * time.Second)}
 			return r
 		}, pol: policy(), want: Allow, stage: StageMode},
 		{name: "envelope max rate", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
 			r.Envelope.MaxRate = 4
-			r.History = History{Current: Bool(false), ChangesLastMinute: 4}
+			r.History = History{Current: value.Bool(false), ChangesLastMinute: 4}
 			return r
 		}, pol: policy(), want: Refuse, stage: StageEnvelope},
 		{name: "write without a value", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Value = Value{}
+			r.Value = value.Value{}
 			return r
 		}, pol: policy(), want: Refuse, stage: StageEnvelope},
 		{name: "interlock not satisfied", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Facts = factMap{"tank-1.level": {Value: Number(4), At: t0, Good: true}}
+			r.Facts = factMap{"tank-1.level": {Value: value.Number(4), At: t0, Good: true}}
 			return r
 		}, pol: policy(), want: Refuse, stage: StageInterlock, why: "interlock tank-1.level > 10: reading 4 is not > 10"},
 		{name: "interlock stale reading", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Facts = factMap{"tank-1.level": {Value: Number(50), At: t0.Add(-45 * time.Second), Good: true}}
+			r.Facts = factMap{"tank-1.level": {Value: value.Number(50), At: t0.Add(-45 * time.Second), Good: true}}
 			return r
 		}, pol: policy(), want: Refuse, stage: StageInterlock, why: "interlock tank-1.level > 10: the reading of tank-1.level is 45s old (max_age 30s)"},
 		{name: "interlock bad reading", req: func() Request {
 			r := pumpWrite(ModeMaintenance)
-			r.Facts = factMap{"tank-1.level": {Value: Number(50), At: t0, Good: false}}
+			r.Facts = factMap{"tank-1.level": {Value: value.Number(50), At: t0, Good: false}}
 			return r
 		}, pol: policy(), want: Refuse, stage: StageInterlock},
 		{name: "interlock missing reading", req: func() Request {
@@ -182,14 +184,14 @@ func TestJudge(t *testing.T) {
 		{name: "expired allow rule decides nothing", req: func() Request {
 			r := pumpWrite(ModeSupervised)
 			r.Now = t0.Add(2 * time.Hour)
-			r.Facts = factMap{"tank-1.level": {Value: Number(50), At: r.Now, Good: true}}
+			r.Facts = factMap{"tank-1.level": {Value: value.Number(50), At: r.Now, Good: true}}
 			return r
 		}, pol: policy(allowRule("a1")), want: Ask, stage: StageAskLine},
 		{name: "expired deny rule decides nothing", req: func() Request { return pumpWrite(ModeMaintenance) },
 			pol: policy(func() Rule { r := denyRule("d1"); r.ExpiresAt = t0.Add(-time.Second); return r }()), want: Allow, stage: StageMode},
 		{name: "allow rule for another value asks", req: func() Request {
 			r := pumpWrite(ModeSupervised)
-			r.Value = Bool(false)
+			r.Value = value.Bool(false)
 			return r
 		}, pol: policy(allowRule("a1")), want: Ask, stage: StageAskLine},
 		{name: "allow rule for another principal asks", req: func() Request {
@@ -220,7 +222,7 @@ func TestJudge(t *testing.T) {
 		{name: "re-check at the act still checks interlocks", req: func() Request {
 			r := pumpWrite(ModeSupervised)
 			r.AtAct = true
-			r.Facts = factMap{"tank-1.level": {Value: Number(3), At: t0, Good: true}}
+			r.Facts = factMap{"tank-1.level": {Value: value.Number(3), At: t0, Good: true}}
 			return r
 		}, pol: policy(), want: Refuse, stage: StageInterlock},
 		{name: "undeclared actuator is the worst case and asks in interlocked", req: func() Request {

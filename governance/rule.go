@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Decision is what a rule decides when it matches.
@@ -24,14 +26,14 @@ type ValueMatch struct {
 	HasMin bool    `json:"has_min,omitempty"`
 	HasMax bool    `json:"has_max,omitempty"`
 	// Set, when not empty, lists the values matched.
-	Set []Value `json:"set,omitempty"`
+	Set []value.Value `json:"set,omitempty"`
 }
 
 // Any reports whether m matches every value.
 func (m ValueMatch) Any() bool { return !m.HasMin && !m.HasMax && len(m.Set) == 0 }
 
 // Matches reports whether v is selected.
-func (m ValueMatch) Matches(v Value) bool {
+func (m ValueMatch) Matches(v value.Value) bool {
 	if m.Any() {
 		return true
 	}
@@ -43,7 +45,7 @@ func (m ValueMatch) Matches(v Value) bool {
 		}
 		return false
 	}
-	if v.Type != TypeNumber {
+	if v.Type != value.TypeNumber {
 		return false
 	}
 	return (!m.HasMin || v.Num >= m.Min) && (!m.HasMax || v.Num <= m.Max)
@@ -63,10 +65,10 @@ func (m ValueMatch) String() string {
 	}
 	lo, hi := "-inf", "+inf"
 	if m.HasMin {
-		lo = formatNumber(m.Min)
+		lo = value.Number(m.Min).String()
 	}
 	if m.HasMax {
-		hi = formatNumber(m.Max)
+		hi = value.Number(m.Max).String()
 	}
 	return "[" + lo + ", " + hi + "]"
 }
@@ -125,7 +127,7 @@ func (r Rule) Validate() error {
 func (r *Rule) Active(now time.Time) bool { return r.ExpiresAt.IsZero() || now.Before(r.ExpiresAt) }
 
 // Matches reports whether r covers the step at now.
-func (r *Rule) Matches(principal, device, capability string, v Value, now time.Time) bool {
+func (r *Rule) Matches(principal, device, capability string, v value.Value, now time.Time) bool {
 	return r.Active(now) &&
 		matchName(r.Principal, principal) &&
 		(r.Device == "*" || r.Device == device) &&

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Answer is a person's answer to an approval.
@@ -212,7 +213,7 @@ func (e *Engine) agreedRule(p *pending, now time.Time) (*RuleRecord, string) {
 		Decision: governance.DecideAllow, ExpiresAt: now.Add(min(t.For, e.opts.MaxRuleTTL)), MadeBy: strings.Join(by, ", "),
 		Reason: strings.Join(reasons, "; "), Approvals: len(by)}
 	if !t.AnyValue {
-		r.Values.Set = []governance.Value{govValue(ap.Value)}
+		r.Values.Set = []value.Value{ap.Value}
 	}
 	return &RuleRecord{Rule: r, MadeAt: now}, ""
 }

@@ -3,7 +3,7 @@ package runtime
 import (
 	"time"
 
-	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // AttemptState is where an actuation attempt stands.
@@ -64,31 +64,31 @@ const (
 // Receipt is what an actuation did: what the driver answered and what the
 // world confirmed.
 type Receipt struct {
-	Key        string        `json:"key"`
-	Attempt    string        `json:"attempt"`
-	Device     string        `json:"device"`
-	Capability string        `json:"capability"`
-	Value      devices.Value `json:"value"`
+	Key        string      `json:"key"`
+	Attempt    string      `json:"attempt"`
+	Device     string      `json:"device"`
+	Capability string      `json:"capability"`
+	Value      value.Value `json:"value"`
 	// Driver is what the driver answered: "ok" or its error.
 	Driver       string       `json:"driver"`
 	Confirmation Confirmation `json:"confirmation"`
 	// Observed is what the read-back or the confirming sensor last saw.
-	Observed *devices.Value `json:"observed,omitempty"`
-	Detail   string         `json:"detail,omitempty"`
-	At       time.Time      `json:"at"`
+	Observed *value.Value `json:"observed,omitempty"`
+	Detail   string       `json:"detail,omitempty"`
+	At       time.Time    `json:"at"`
 }
 
 // Attempt is the journal's record of one actuation, keyed by its
 // idempotency key (principal and request id, or run id and step).
 type Attempt struct {
-	Key        string        `json:"key"`
-	ID         string        `json:"id"`
-	Run        string        `json:"run"`
-	Step       int           `json:"step"`
-	Device     string        `json:"device"`
-	Capability string        `json:"capability"`
-	Value      devices.Value `json:"value"`
-	Principal  string        `json:"principal"`
+	Key        string      `json:"key"`
+	ID         string      `json:"id"`
+	Run        string      `json:"run"`
+	Step       int         `json:"step"`
+	Device     string      `json:"device"`
+	Capability string      `json:"capability"`
+	Value      value.Value `json:"value"`
+	Principal  string      `json:"principal"`
 	// Digest binds the attempt to the exact act.
 	Digest string       `json:"digest"`
 	State  AttemptState `json:"state"`
@@ -98,3 +98,21 @@ type Attempt struct {
 	Why           string    `json:"why,omitempty"`
 	Updated       time.Time `json:"updated"`
 }
+
+// TransitionError is an illegal attempt transition. It matches
+// ErrIllegalTransition with errors.Is.
+type TransitionError struct {
+	Key      string
+	From, To AttemptState
+}
+
+func (e *TransitionError) Error() string {
+	from := string(e.From)
+	if from == "" {
+		from = "(none)"
+	}
+	return "attempt " + e.Key + ": illegal transition " + from + " -> " + string(e.To)
+}
+
+// Is makes errors.Is(err, ErrIllegalTransition) true.
+func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }

@@ -7,6 +7,7 @@ import (
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 )
 
 // BenchmarkReadStep compares a governed read step (refresh, resolve, judge,
@@ -20,7 +21,7 @@ func BenchmarkReadStep(b *testing.B) {
 	_ = g.Open(ctx)
 	reg := devices.NewRegistry()
 	_ = reg.Add("sim", g)
-	e, err := runtime.New(ctx, runtime.Options{Registry: reg, Journal: runtime.NewMemJournal(), Policies: policies()})
+	e, err := runtime.New(ctx, runtime.Options{Registry: reg, Journal: runtimetest.NewMemJournal(), Policies: policies()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // errDriverPanicked is wrapped by the error of a driver call that panicked.
@@ -35,7 +36,7 @@ func (e *Engine) callRead(ctx context.Context, d devices.Driver, device, capabil
 
 // callWrite calls d.Write, turning a panic into an error that wraps
 // errDriverPanicked.
-func (e *Engine) callWrite(ctx context.Context, d devices.Driver, device, capability string, v devices.Value) (err error) {
+func (e *Engine) callWrite(ctx context.Context, d devices.Driver, device, capability string, v value.Value) (err error) {
 	defer e.driverPanic(&err, "write", device, capability)
 	return d.Write(ctx, device, capability, v)
 }

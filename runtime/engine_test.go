@@ -13,6 +13,8 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // world is a sim greenhouse behind an engine, for one test.
@@ -20,16 +22,16 @@ type world struct {
 	t   *testing.T
 	g   *sim.Greenhouse
 	e   *runtime.Engine
-	j   *runtime.MemJournal
+	j   *runtimetest.MemJournal
 	ctx context.Context
 }
 
 func sensor(name string, poll time.Duration) []devices.Capability {
-	return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: devices.TypeNumber, Poll: poll}}
+	return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: value.TypeNumber, Poll: poll}}
 }
 
 func actuator(name string) []devices.Capability {
-	return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}
+	return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}
 }
 
 func greenhouse() []devices.Device {
@@ -49,13 +51,13 @@ func policies() map[string]runtime.CapPolicy {
 		"pump-1.on": {
 			Effects:    &runtime.Declared{Reversible: true, Contained: true, Costs: true},
 			Envelope:   &governance.Envelope{MinDwell: 5 * time.Second},
-			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: governance.Number(10), MaxAge: 30 * time.Second}},
+			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(10), MaxAge: 30 * time.Second}},
 			Confirm:    readBack,
 		},
 		"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true}, Confirm: readBack},
 		"heater-1.on": {
 			Effects:  &runtime.Declared{Reversible: true, Contained: true, Costs: true},
-			Envelope: &governance.Envelope{Allowed: []governance.Value{governance.Bool(false)}},
+			Envelope: &governance.Envelope{Allowed: []value.Value{value.Bool(false)}},
 			Confirm:  readBack,
 		},
 	}
@@ -84,7 +86,7 @@ func newWorld(t *testing.T, mod func(*setup)) *world {
 	if err := reg.Add("sim", g); err != nil {
 		t.Fatal(err)
 	}
-	j := runtime.NewMemJournal()
+	j := runtimetest.NewMemJournal()
 	s.opts.Registry, s.opts.Journal = reg, j
 	e, err := runtime.New(ctx, s.opts)
 	if err != nil {
@@ -94,7 +96,7 @@ func newWorld(t *testing.T, mod func(*setup)) *world {
 	return &world{t: t, g: g, e: e, j: j, ctx: ctx}
 }
 
-func (w *world) do(principal, id, device, capability string, v devices.Value) runtime.Observation {
+func (w *world) do(principal, id, device, capability string, v value.Value) runtime.Observation {
 	w.t.Helper()
 	obs, err := w.e.Do(w.ctx, runtime.Command{Principal: principal, Origin: "test", RequestID: id, Device: device, Capability: capability, Value: v})
 	if err != nil {
@@ -151,12 +153,12 @@ func want(t *testing.T, obs runtime.Observation, kind runtime.ObservationKind, w
 	}
 }
 
-var on = devices.Bool(true)
+var on = value.Bool(true)
 
 func TestAllowedRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, nil)
-		obs := w.do("mqtt:alice", "r1", "tank-1", "level", devices.Value{})
+		obs := w.do("mqtt:alice", "r1", "tank-1", "level", value.Value{})
 		want(t, obs, runtime.Completed, "")
 		if obs.Reading == nil || obs.Reading.Value.Num != 60 || obs.Reading.Quality != devices.QualityGood {
 			t.Fatalf("reading = %+v, want 60%% good", obs.Reading)

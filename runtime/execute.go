@@ -204,7 +204,7 @@ func (e *Engine) expect(ctx context.Context, r *run, idx int, x *Expect) Observa
 	for {
 		last = e.read(ctx, nil, idx, rec.Principal, dev, capability)
 		last.Run = rec.ID
-		if last.Kind == Completed && last.Reading != nil && x.Op.Holds(govValue(last.Reading.Value), govValue(x.Value)) {
+		if last.Kind == Completed && last.Reading != nil && x.Op.Holds(last.Reading.Value, x.Value) {
 			return last
 		}
 		if last.Kind == Refused {

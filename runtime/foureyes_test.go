@@ -11,6 +11,7 @@ import (
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // A surface turns a person into the principal the engine sees.
@@ -220,7 +221,7 @@ func TestAdversarialFourEyesSwitchToTwoApprovals(t *testing.T) {
 			t.Fatalf("rules = %+v, want one made by one person", rules)
 		}
 		// The any-value rule covers another value under supervised.
-		want(t, w.do("mqtt:op", "c2", "valve-1", "open", devices.Bool(false)), runtime.Acted, "")
+		want(t, w.do("mqtt:op", "c2", "valve-1", "open", value.Bool(false)), runtime.Acted, "")
 		if _, ap, err := w.e.SetMode(w.ctx, "console:root", "strict", "second pair of eyes"); err != nil || ap != nil {
 			t.Fatalf("SetMode(strict) = %v %v, want immediate", ap, err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Journal is the durable witness of everything the engine decides: the
@@ -136,12 +137,12 @@ type Approval struct {
 	// Key is the idempotency key of the act.
 	Key string `json:"key"`
 	// Kind is "actuation" or "mode_change".
-	Kind       string        `json:"kind"`
-	Device     string        `json:"device,omitempty"`
-	Capability string        `json:"capability,omitempty"`
-	Value      devices.Value `json:"value"`
+	Kind       string      `json:"kind"`
+	Device     string      `json:"device,omitempty"`
+	Capability string      `json:"capability,omitempty"`
+	Value      value.Value `json:"value"`
 	// Current is the capability's last known value when asked.
-	Current *devices.Value `json:"current,omitempty"`
+	Current *value.Value `json:"current,omitempty"`
 	// Mode is the mode a mode change asks for.
 	Mode      string `json:"mode,omitempty"`
 	Principal string `json:"principal"`

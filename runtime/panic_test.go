@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
@@ -13,13 +13,16 @@ import (
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // trap panics once, when armed, from inside foreign code the engine calls
 // (its clock, its journal, its person function), and notes whether the
 // engine's lock was held at that moment.
 type trap struct {
-	e     *Engine
+	e     *runtime.Engine
 	armed atomic.Bool
 	fired atomic.Bool
 	held  atomic.Bool
@@ -29,9 +32,7 @@ func (tr *trap) spring(what string) {
 	if !tr.armed.CompareAndSwap(true, false) {
 		return
 	}
-	if tr.e.mu.TryLock() {
-		tr.e.mu.Unlock()
-	} else {
+	if runtime.LockHeld(tr.e) {
 		tr.held.Store(true)
 	}
 	tr.fired.Store(true)
@@ -40,24 +41,24 @@ func (tr *trap) spring(what string) {
 
 // trapJournal is a MemJournal whose Commit springs the trap.
 type trapJournal struct {
-	*MemJournal
+	*runtimetest.MemJournal
 	tr *trap
 }
 
-func (j *trapJournal) Commit(ctx context.Context, en Entry) (Event, error) {
+func (j *trapJournal) Commit(ctx context.Context, en runtime.Entry) (runtime.Event, error) {
 	j.tr.spring("the journal's commit of " + string(en.Event.Kind))
 	return j.MemJournal.Commit(ctx, en)
 }
 
 // panicWorld is a sim greenhouse behind an engine whose clock, journal and
 // person function can each be made to panic once.
-func panicWorld(t *testing.T, mode string, drv func(*sim.Greenhouse) devices.Driver) (*Engine, *sim.Greenhouse, *trap, *trap, *trap) {
+func panicWorld(t *testing.T, mode string, drv func(*sim.Greenhouse) devices.Driver) (*runtime.Engine, *sim.Greenhouse, *trap, *trap, *trap) {
 	t.Helper()
 	devs := []devices.Device{
 		{ID: "tank-1", Area: "greenhouse", Driver: "sim", Address: "tank",
-			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: devices.TypeNumber}}},
+			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: value.TypeNumber}}},
 		{ID: "valve-1", Area: "greenhouse", Driver: "sim", Address: "valve",
-			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}},
+			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}},
 	}
 	g, err := sim.New(sim.Options{Devices: devs})
 	if err != nil {
@@ -75,14 +76,14 @@ func panicWorld(t *testing.T, mode string, drv func(*sim.Greenhouse) devices.Dri
 		t.Fatal(err)
 	}
 	clock, journal, person := &trap{}, &trap{}, &trap{}
-	e, err := New(t.Context(), Options{
+	e, err := runtime.New(t.Context(), runtime.Options{
 		Registry: reg,
-		Journal:  &trapJournal{MemJournal: NewMemJournal(), tr: journal},
-		Policies: map[string]CapPolicy{"valve-1.open": {
-			Effects: &Declared{Reversible: true, Contained: true},
-			Confirm: &Confirm{ReadBack: true, Within: time.Second},
+		Journal:  &trapJournal{MemJournal: runtimetest.NewMemJournal(), tr: journal},
+		Policies: map[string]runtime.CapPolicy{"valve-1.open": {
+			Effects: &runtime.Declared{Reversible: true, Contained: true},
+			Confirm: &runtime.Confirm{ReadBack: true, Within: time.Second},
 		}},
-		Plans: []Plan{{Name: "look", Steps: []PlanStep{{Op: OpRead, Device: "tank-1", Capability: "level"}}}},
+		Plans: []runtime.Plan{{Name: "look", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}}},
 		Mode:  mode,
 		Now: func() time.Time {
 			clock.spring("the clock")
@@ -90,7 +91,7 @@ func panicWorld(t *testing.T, mode string, drv func(*sim.Greenhouse) devices.Dri
 		},
 		Person: func(principal string) string {
 			person.spring("the person function")
-			return PersonAfterColon(principal)
+			return runtime.PersonAfterColon(principal)
 		},
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
@@ -137,27 +138,27 @@ func TestAdversarialPanicLeavesNoLockHeld(t *testing.T) {
 		mode string
 		trap func(clock, journal, person *trap) *trap
 		// prepare runs before the trap is armed; call panics through it.
-		prepare func(ctx context.Context, t *testing.T, e *Engine) string
-		call    func(ctx context.Context, e *Engine, arg string)
+		prepare func(ctx context.Context, t *testing.T, e *runtime.Engine) string
+		call    func(ctx context.Context, e *runtime.Engine, arg string)
 	}{
 		{
 			name: "clock while Do files the request",
 			trap: func(clock, _, _ *trap) *trap { return clock },
-			call: func(ctx context.Context, e *Engine, _ string) {
-				_, _ = e.Do(ctx, Command{Principal: "api:ann", Origin: "api", Device: "tank-1", Capability: "level"})
+			call: func(ctx context.Context, e *runtime.Engine, _ string) {
+				_, _ = e.Do(ctx, runtime.Command{Principal: "api:ann", Origin: "api", Device: "tank-1", Capability: "level"})
 			},
 		},
 		{
 			name: "clock while StartPlan files the run",
 			trap: func(clock, _, _ *trap) *trap { return clock },
-			call: func(ctx context.Context, e *Engine, _ string) {
-				_, _ = e.StartPlan(ctx, StartPlan{Plan: "look", Principal: "api:ann", Origin: "api", RequestID: "p1"})
+			call: func(ctx context.Context, e *runtime.Engine, _ string) {
+				_, _ = e.StartPlan(ctx, runtime.StartPlan{Plan: "look", Principal: "api:ann", Origin: "api", RequestID: "p1"})
 			},
 		},
 		{
 			name: "journal while SetMode journals a narrowing",
 			trap: func(_, journal, _ *trap) *trap { return journal },
-			call: func(ctx context.Context, e *Engine, _ string) {
+			call: func(ctx context.Context, e *runtime.Engine, _ string) {
 				_, _, _ = e.SetMode(ctx, "console:ann", governance.ModeObserve, "closing up")
 			},
 		},
@@ -165,16 +166,16 @@ func TestAdversarialPanicLeavesNoLockHeld(t *testing.T) {
 			name:    "person while Answer counts approvers",
 			trap:    func(_, _, person *trap) *trap { return person },
 			prepare: pendingValve,
-			call: func(ctx context.Context, e *Engine, id string) {
-				_, _ = e.Answer(ctx, id, Answer{By: "console:bob", Decision: Approve})
+			call: func(ctx context.Context, e *runtime.Engine, id string) {
+				_, _ = e.Answer(ctx, id, runtime.Answer{By: "console:bob", Decision: runtime.Approve})
 			},
 		},
 		{
 			name:    "journal while Answer journals the answer",
 			trap:    func(_, journal, _ *trap) *trap { return journal },
 			prepare: pendingValve,
-			call: func(ctx context.Context, e *Engine, id string) {
-				_, _ = e.Answer(ctx, id, Answer{By: "console:bob", Decision: Approve})
+			call: func(ctx context.Context, e *runtime.Engine, id string) {
+				_, _ = e.Answer(ctx, id, runtime.Answer{By: "console:bob", Decision: runtime.Approve})
 			},
 		},
 	}
@@ -203,14 +204,14 @@ func TestAdversarialPanicLeavesNoLockHeld(t *testing.T) {
 				t.Fatalf("the trap fired without e.mu held; it tests nothing")
 			}
 			within(ctx, t, "the next read command", func() {
-				obs, err := e.Do(ctx, Command{Principal: "api:ann", Origin: "api", Device: "tank-1", Capability: "level"})
-				if err != nil || obs.Kind != Completed {
+				obs, err := e.Do(ctx, runtime.Command{Principal: "api:ann", Origin: "api", Device: "tank-1", Capability: "level"})
+				if err != nil || obs.Kind != runtime.Completed {
 					t.Errorf("Do(read tank-1.level) after the panic = %v (%q), %v, want completed", obs.Kind, obs.Why, err)
 				}
 			})
 			within(ctx, t, "the next write command", func() {
-				obs, err := e.Do(ctx, Command{Principal: "api:ann", Origin: "api", Device: "valve-1", Capability: "open", Value: devices.Bool(true)})
-				if err != nil || obs.Kind == Failed {
+				obs, err := e.Do(ctx, runtime.Command{Principal: "api:ann", Origin: "api", Device: "valve-1", Capability: "open", Value: value.Bool(true)})
+				if err != nil || obs.Kind == runtime.Failed {
 					t.Errorf("Do(write valve-1.open) after the panic = %v (%q), %v, want it judged", obs.Kind, obs.Why, err)
 				}
 			})
@@ -231,10 +232,10 @@ func TestAdversarialPanicLeavesNoLockHeld(t *testing.T) {
 
 // pendingValve asks to open the valve in supervised mode and returns the
 // id of the approval it waits for.
-func pendingValve(ctx context.Context, t *testing.T, e *Engine) string {
+func pendingValve(ctx context.Context, t *testing.T, e *runtime.Engine) string {
 	t.Helper()
-	obs, err := e.Do(ctx, Command{Principal: "mqtt:ann", Origin: "mqtt", Device: "valve-1", Capability: "open", Value: devices.Bool(true)})
-	if err != nil || obs.Kind != ApprovalRequest {
+	obs, err := e.Do(ctx, runtime.Command{Principal: "mqtt:ann", Origin: "mqtt", Device: "valve-1", Capability: "open", Value: value.Bool(true)})
+	if err != nil || obs.Kind != runtime.ApprovalRequest {
 		t.Fatalf("Do(write valve-1.open) = %v (%q), %v, want an approval request", obs.Kind, obs.Why, err)
 	}
 	return obs.Approval.ID
@@ -254,7 +255,7 @@ func (d *panicDriver) Read(ctx context.Context, device, capability string) (devi
 	return d.Greenhouse.Read(ctx, device, capability)
 }
 
-func (d *panicDriver) Write(ctx context.Context, device, capability string, v devices.Value) error {
+func (d *panicDriver) Write(ctx context.Context, device, capability string, v value.Value) error {
 	if d.write.CompareAndSwap(true, false) {
 		panic("injected panic in Write")
 	}
@@ -270,9 +271,9 @@ func (d *panicDriver) Write(ctx context.Context, device, capability string, v de
 // fails, and a panicking write is an unknown outcome that locks the
 // actuator exactly as a timeout does, unless one read-back shows the act.
 func TestAdversarialDriverPanic(t *testing.T) {
-	open := devices.Bool(true)
-	write := Command{Principal: "api:ann", Origin: "api", Device: "valve-1", Capability: "open", Value: open}
-	read := Command{Principal: "api:ann", Origin: "api", Device: "tank-1", Capability: "level"}
+	open := value.Bool(true)
+	write := runtime.Command{Principal: "api:ann", Origin: "api", Device: "valve-1", Capability: "open", Value: open}
+	read := runtime.Command{Principal: "api:ann", Origin: "api", Device: "tank-1", Capability: "level"}
 	t.Run("read", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var d *panicDriver
@@ -282,10 +283,10 @@ func TestAdversarialDriverPanic(t *testing.T) {
 			})
 			d.read.Store(true)
 			obs, err := e.Do(t.Context(), read)
-			if err != nil || obs.Kind != Failed || !strings.Contains(obs.Why, "the driver panicked") {
+			if err != nil || obs.Kind != runtime.Failed || !strings.Contains(obs.Why, "the driver panicked") {
 				t.Fatalf("Do(read) with a panicking driver = %v (%q), %v, want failed naming the panic", obs.Kind, obs.Why, err)
 			}
-			if obs, err := e.Do(t.Context(), read); err != nil || obs.Kind != Completed {
+			if obs, err := e.Do(t.Context(), read); err != nil || obs.Kind != runtime.Completed {
 				t.Fatalf("the next Do(read) = %v (%q), %v, want completed", obs.Kind, obs.Why, err)
 			}
 		})
@@ -299,23 +300,23 @@ func TestAdversarialDriverPanic(t *testing.T) {
 			})
 			d.write.Store(true)
 			obs, err := e.Do(t.Context(), write)
-			if err != nil || obs.Kind != Failed || !strings.Contains(obs.Why, "the driver panicked") || !strings.Contains(obs.Why, "is locked") {
+			if err != nil || obs.Kind != runtime.Failed || !strings.Contains(obs.Why, "the driver panicked") || !strings.Contains(obs.Why, "is locked") {
 				t.Fatalf("Do(write) with a panicking driver = %v (%q), %v, want failed, unknown and locked", obs.Kind, obs.Why, err)
 			}
 			locks := e.Locks()
-			if len(locks) != 1 || locks[0].State != AttemptUnknown || locks[0].Device != "valve-1" {
+			if len(locks) != 1 || locks[0].State != runtime.AttemptUnknown || locks[0].Device != "valve-1" {
 				t.Fatalf("Locks() = %+v, want the valve's attempt, unknown", locks)
 			}
 			if n := g.Received("valve-1", "open"); n != 0 {
 				t.Fatalf("writes received = %d, want 0", n)
 			}
-			if obs, err := e.Do(t.Context(), read); err != nil || obs.Kind != Completed {
+			if obs, err := e.Do(t.Context(), read); err != nil || obs.Kind != runtime.Completed {
 				t.Fatalf("the next Do(read) = %v (%q), %v, want completed", obs.Kind, obs.Why, err)
 			}
 			again := write
 			again.RequestID = "again"
 			obs, err = e.Do(t.Context(), again)
-			if err != nil || obs.Kind != Refused || !strings.Contains(obs.Why, "is locked") {
+			if err != nil || obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "is locked") {
 				t.Fatalf("the next Do(write) = %v (%q), %v, want refused while locked", obs.Kind, obs.Why, err)
 			}
 			if n := g.Received("valve-1", "open"); n != 0 {
@@ -332,7 +333,7 @@ func TestAdversarialDriverPanic(t *testing.T) {
 			})
 			d.writeAfter.Store(true)
 			obs, err := e.Do(t.Context(), write)
-			if err != nil || obs.Kind != Acted || obs.Receipt == nil || obs.Receipt.Confirmation != Confirmed {
+			if err != nil || obs.Kind != runtime.Acted || obs.Receipt == nil || obs.Receipt.Confirmation != runtime.Confirmed {
 				t.Fatalf("Do(write) whose driver panicked after acting = %v (%q), %v, want acted and confirmed by the read-back", obs.Kind, obs.Why, err)
 			}
 			if locks := e.Locks(); len(locks) != 0 {
@@ -342,7 +343,7 @@ func TestAdversarialDriverPanic(t *testing.T) {
 				t.Fatal("the valve is closed, want open")
 			}
 			a, found, err := e.Attempt(t.Context(), "api:ann/"+obs.RequestID)
-			if err != nil || !found || a.State != AttemptReconciled {
+			if err != nil || !found || a.State != runtime.AttemptReconciled {
 				t.Fatalf("Attempt = %+v, %v, %v, want reconciled", a, found, err)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Declared is what the configuration declares of an actuator's effects.
@@ -25,7 +26,7 @@ type Confirm struct {
 	// hold, such as "flow-1.rate > 1".
 	Sensor string
 	Op     governance.Op
-	Value  devices.Value
+	Value  value.Value
 	// Within bounds the wait for confirmation. Zero means 5s.
 	Within time.Duration
 }
@@ -40,7 +41,7 @@ type CapPolicy struct {
 	Interlocks []governance.Condition
 	Confirm    *Confirm
 	// Safe is the value the gateway would drive the actuator to.
-	Safe *devices.Value
+	Safe *value.Value
 }
 
 // Profile returns the effect profile of a step on capability c of device d:
@@ -80,11 +81,6 @@ func ReadProfile(d *devices.Device, c *devices.Capability) governance.EffectProf
 	return prof
 }
 
-// govValue converts a device value for the judge.
-func govValue(v devices.Value) governance.Value {
-	return governance.Value{Type: governance.ValueType(v.Type), Bool: v.Bool, Num: v.Num, Text: v.Text}
-}
-
 // Reading is a capability's latest reading as the engine knows it.
 type Reading struct {
 	Device     string          `json:"device"`
@@ -105,7 +101,7 @@ func (f *facts) Fact(sensor string) (governance.Fact, bool) {
 	if !ok {
 		return governance.Fact{}, false
 	}
-	return governance.Fact{Value: govValue(r.Value), At: r.At, Good: r.Quality == devices.QualityGood}, true
+	return governance.Fact{Value: r.Value, At: r.At, Good: r.Quality == devices.QualityGood}, true
 }
 
 func (f *facts) get(sensor string) (devices.Reading, bool) {
@@ -152,7 +148,7 @@ type changes struct {
 	times []time.Time // within the last minute
 }
 
-func (c *changes) history(current devices.Value, now time.Time) governance.History {
+func (c *changes) history(current value.Value, now time.Time) governance.History {
 	n := 0
 	for _, t := range c.times {
 		if now.Sub(t) < time.Minute {
@@ -161,7 +157,7 @@ func (c *changes) history(current devices.Value, now time.Time) governance.Histo
 	}
 	h := governance.History{LastChange: c.last, ChangesLastMinute: n}
 	if !current.IsZero() {
-		h.Current = govValue(current)
+		h.Current = current
 	}
 	return h
 }

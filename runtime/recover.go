@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // ErrAttemptNotLocked is returned when resolving an attempt that is not
@@ -229,14 +229,14 @@ var ErrFoundRequired = errors.New(`a resolution must say what was found: "acted"
 // settleLocked moves a locked attempt to reconciled after a read-back
 // that shows observed, the commanded value, and lifts the lock. e.mu must
 // be held.
-func (e *Engine) settleLocked(ctx context.Context, a Attempt, by, why string, observed *devices.Value) error {
+func (e *Engine) settleLocked(ctx context.Context, a Attempt, by, why string, observed *value.Value) error {
 	return e.settleFoundLocked(ctx, a, by, why, FoundActed, observed, nil)
 }
 
 // settleFoundLocked moves a locked attempt to reconciled and lifts the
 // lock, recording what was found. When state is set, the actuator's state
 // becomes that receipt. e.mu must be held.
-func (e *Engine) settleFoundLocked(ctx context.Context, a Attempt, by, why string, found Found, observed *devices.Value, state *Receipt) error {
+func (e *Engine) settleFoundLocked(ctx context.Context, a Attempt, by, why string, found Found, observed *value.Value, state *Receipt) error {
 	a.State, a.Why, a.Updated = AttemptReconciled, why, e.now()
 	rec := a
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindReconciled, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
@@ -300,7 +300,7 @@ func (e *Engine) resolveAttempt(ctx context.Context, id, by string, found Found,
 			continue
 		}
 		why := "resolved by " + by + ": " + note
-		var observed *devices.Value
+		var observed *value.Value
 		var state *Receipt
 		switch found {
 		case FoundActed:

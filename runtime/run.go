@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Lease bounds a run. A refused step spends nothing, and time parked
@@ -35,7 +35,7 @@ const (
 type Expect struct {
 	Sensor string
 	Op     governance.Op
-	Value  devices.Value
+	Value  value.Value
 	Within time.Duration
 }
 
@@ -45,7 +45,7 @@ type PlanStep struct {
 	Device     string
 	Capability string
 	// Value is what a write step writes.
-	Value devices.Value
+	Value value.Value
 	// Wait is how long a wait step waits.
 	Wait time.Duration
 	// Expect is the condition of an expect step.
@@ -297,7 +297,7 @@ type Command struct {
 	Device    string
 	// Capability is the target; Value is zero for a read.
 	Capability string
-	Value      devices.Value
+	Value      value.Value
 	// ReplyTo says, in the origin's own terms, where the outcome goes. It
 	// is kept with the run, so that after a restart the surface can still
 	// answer a command that was waiting for approval.

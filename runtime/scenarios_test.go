@@ -12,6 +12,8 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 func TestDeniedWriteNeverActs(t *testing.T) {
@@ -54,7 +56,7 @@ func TestApproveAndAddRuleUntilItExpires(t *testing.T) {
 			t.Fatalf("receipt = %+v", obs.Receipt)
 		}
 		// Another value is not covered, and neither is another principal.
-		want(t, w.do("mqtt:alice", "c3", "valve-1", "open", devices.Bool(false)), runtime.ApprovalRequest, "")
+		want(t, w.do("mqtt:alice", "c3", "valve-1", "open", value.Bool(false)), runtime.ApprovalRequest, "")
 		w.answer(w.e.Approvals()[0].ID, runtime.Answer{By: "console:bob", Decision: runtime.Deny})
 		// After expiry, it asks again.
 		time.Sleep(30 * time.Minute)
@@ -90,7 +92,7 @@ func TestEnvelopeRefuses(t *testing.T) {
 		if obs.Stage != "envelope" {
 			t.Fatalf("stage = %q", obs.Stage)
 		}
-		want(t, w.do("mqtt:alice", "c2", "heater-1", "on", devices.Text("true")), runtime.Refused, `value "true" is a string, want bool`)
+		want(t, w.do("mqtt:alice", "c2", "heater-1", "on", value.Text("true")), runtime.Refused, `value "true" is a string, want bool`)
 		if n := w.g.Count("write", "heater-1", "on"); n != 0 {
 			t.Fatalf("driver writes = %d", n)
 		}
@@ -108,7 +110,7 @@ func TestEnvelopeRefusesEvenInMaintenance(t *testing.T) {
 func TestStaleInterlockRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, nil)
-		want(t, w.do("gateway:poller", "p1", "tank-1", "level", devices.Value{}), runtime.Completed, "")
+		want(t, w.do("gateway:poller", "p1", "tank-1", "level", value.Value{}), runtime.Completed, "")
 		w.g.SetFault("tank-1", sim.Fault{ReadErr: errors.New("sensor cable cut")})
 		time.Sleep(45 * time.Second)
 		obs := w.do("mqtt:alice", "c1", "pump-1", "on", on)
@@ -171,14 +173,14 @@ func TestSecondRequestWhilePendingIsRefused(t *testing.T) {
 		w := newWorld(t, nil)
 		first := w.do("mqtt:alice", "c1", "pump-1", "on", on)
 		want(t, first, runtime.ApprovalRequest, "")
-		second := w.do("mqtt:carol", "c9", "pump-1", "on", devices.Bool(false))
+		second := w.do("mqtt:carol", "c9", "pump-1", "on", value.Bool(false))
 		want(t, second, runtime.Refused, "pump-1.on already has a pending approval "+first.Approval.ID)
 		// The same request again is not a second request: it gets the first outcome.
 		again := w.do("mqtt:alice", "c1", "pump-1", "on", on)
 		if again.Kind != runtime.ApprovalRequest || again.Approval.ID != first.Approval.ID || !again.Replayed {
 			t.Fatalf("repeat = %+v", again)
 		}
-		want(t, w.do("mqtt:alice", "c1", "pump-1", "on", devices.Bool(false)), runtime.Refused, "already used for a different act")
+		want(t, w.do("mqtt:alice", "c1", "pump-1", "on", value.Bool(false)), runtime.Refused, "already used for a different act")
 	})
 }
 
@@ -209,7 +211,7 @@ func TestStuckActuatorIsContradicted(t *testing.T) {
 		if got := obs.Outcome(); got != "contradicted" {
 			t.Fatalf("Outcome() = %q, want contradicted", got)
 		}
-		if got := w.do("mqtt:alice", "c2", "valve-1", "open", devices.Bool(false)).Outcome(); got != "acted" {
+		if got := w.do("mqtt:alice", "c2", "valve-1", "open", value.Bool(false)).Outcome(); got != "acted" {
 			t.Fatalf("Outcome() of a confirmed act = %q, want acted", got)
 		}
 		evs, _ := w.e.Events(w.ctx, 0, 0)
@@ -242,10 +244,10 @@ func irrigate(continueOnFailure bool) runtime.Plan {
 			{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: on},
 			{Op: runtime.OpWait, Wait: 10 * time.Second},
 			{Op: runtime.OpWrite, Device: "pump-1", Capability: "on", Value: on},
-			{Op: runtime.OpExpect, Expect: &runtime.Expect{Sensor: "flow-1.rate", Op: governance.OpGT, Value: devices.Number(1), Within: 10 * time.Second}},
+			{Op: runtime.OpExpect, Expect: &runtime.Expect{Sensor: "flow-1.rate", Op: governance.OpGT, Value: value.Number(1), Within: 10 * time.Second}},
 			{Op: runtime.OpWait, Wait: 10 * time.Second},
-			{Op: runtime.OpWrite, Device: "pump-1", Capability: "on", Value: devices.Bool(false)},
-			{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: devices.Bool(false)},
+			{Op: runtime.OpWrite, Device: "pump-1", Capability: "on", Value: value.Bool(false)},
+			{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: value.Bool(false)},
 		}}
 }
 
@@ -323,7 +325,7 @@ func TestLeaseExhaustionAndRefusalsSpendNothing(t *testing.T) {
 		plan := runtime.Plan{Name: "flick", Lease: runtime.Lease{MaxSteps: 3, MaxActuations: 2},
 			Steps: []runtime.PlanStep{
 				{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: on},
-				{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: devices.Bool(false)},
+				{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: value.Bool(false)},
 				{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: on},
 			}}
 		refusing := runtime.Plan{Name: "heat", Lease: runtime.Lease{MaxSteps: 1, MaxActuations: 1},
@@ -461,7 +463,7 @@ func TestSlowSubscriberCatchesUp(t *testing.T) {
 			})
 		}()
 		for i := range 14 {
-			w.do("mqtt:alice", "r"+string(rune('a'+i)), "tank-1", "level", devices.Value{})
+			w.do("mqtt:alice", "r"+string(rune('a'+i)), "tank-1", "level", value.Value{})
 		}
 		if last := w.e.LastSeq(); last < 40 {
 			t.Fatalf("only %d events committed while the subscriber was stuck", last)
@@ -477,7 +479,7 @@ func TestSlowSubscriberCatchesUp(t *testing.T) {
 }
 
 func TestIllegalAttemptTransitions(t *testing.T) {
-	j := runtime.NewMemJournal()
+	j := runtimetest.NewMemJournal()
 	ctx := t.Context()
 	commit := func(s runtime.AttemptState) error {
 		_, err := j.Commit(ctx, runtime.Entry{Event: runtime.Event{Kind: runtime.KindInvoked}, Attempt: &runtime.Attempt{Key: "k", State: s}})
@@ -510,7 +512,7 @@ func TestRunPollsSensorsWithGovernedReads(t *testing.T) {
 		}
 		reg := devices.NewRegistry()
 		_ = reg.Add("sim", g)
-		e, err := runtime.New(t.Context(), runtime.Options{Registry: reg, Journal: runtime.NewMemJournal(), Mode: governance.ModeObserve})
+		e, err := runtime.New(t.Context(), runtime.Options{Registry: reg, Journal: runtimetest.NewMemJournal(), Mode: governance.ModeObserve})
 		if err != nil {
 			t.Fatal(err)
 		}

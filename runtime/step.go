@@ -11,6 +11,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // ObservationKind is what came of a step.
@@ -124,12 +125,12 @@ func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, 
 }
 
 type observedBody struct {
-	Device     string        `json:"device"`
-	Capability string        `json:"capability"`
-	Value      devices.Value `json:"value"`
-	Quality    string        `json:"quality"`
-	At         time.Time     `json:"at"`
-	Principal  string        `json:"principal"`
+	Device     string      `json:"device"`
+	Capability string      `json:"capability"`
+	Value      value.Value `json:"value"`
+	Quality    string      `json:"quality"`
+	At         time.Time   `json:"at"`
+	Principal  string      `json:"principal"`
 }
 
 // driverRead reads with the driver timeout and records the reading.
@@ -192,14 +193,14 @@ func (e *Engine) refused(ctx context.Context, base Observation, v governance.Ver
 }
 
 type refusedBody struct {
-	Device     string         `json:"device,omitempty"`
-	Capability string         `json:"capability,omitempty"`
-	Value      *devices.Value `json:"value,omitempty"`
-	Why        string         `json:"why"`
-	Stage      string         `json:"stage"`
-	Mode       string         `json:"mode,omitempty"`
-	Rule       string         `json:"rule,omitempty"`
-	Interlock  string         `json:"interlock,omitempty"`
+	Device     string       `json:"device,omitempty"`
+	Capability string       `json:"capability,omitempty"`
+	Value      *value.Value `json:"value,omitempty"`
+	Why        string       `json:"why"`
+	Stage      string       `json:"stage"`
+	Mode       string       `json:"mode,omitempty"`
+	Rule       string       `json:"rule,omitempty"`
+	Interlock  string       `json:"interlock,omitempty"`
 }
 
 // gather brings the readings behind interlocks up to date: a sensor whose
@@ -229,7 +230,7 @@ func maxAge(c governance.Condition) time.Duration {
 }
 
 // digest binds an act: device, capability, value, principal and key.
-func digest(device, capability string, v devices.Value, principal, key string) string {
+func digest(device, capability string, v value.Value, principal, key string) string {
 	h := sha256.New()
 	for _, s := range []string{device, capability, v.Type.String(), v.String(), principal, key} {
 		h.Write([]byte(strconv.Itoa(len(s))))
@@ -261,7 +262,7 @@ func (e *Engine) lockActuator(ctx context.Context, target string) (func(), error
 }
 
 // confirm verifies an actuation as its policy says, within its timeout.
-func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capability, pol *CapPolicy, v devices.Value) (Confirmation, *devices.Value, string) {
+func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capability, pol *CapPolicy, v value.Value) (Confirmation, *value.Value, string) {
 	if pol == nil || pol.Confirm == nil {
 		return NotChecked, nil, "no confirmation configured"
 	}
@@ -271,10 +272,10 @@ func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capa
 		within = 5 * time.Second
 	}
 	deadline := e.now().Add(within)
-	var last *devices.Value
+	var last *value.Value
 	var lastErr error
 	for {
-		var got devices.Value
+		var got value.Value
 		var ok bool
 		if cf.ReadBack && c.ReadBack {
 			rd, err := e.driverRead(ctx, ent.Driver, ent.Device.ID, c.Name)
@@ -288,7 +289,7 @@ func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capa
 				rd, err := e.driverRead(ctx, sent.Driver, dev, capability)
 				if err == nil {
 					got = rd.Value
-					last, ok = &got, rd.Quality == devices.QualityGood && cf.Op.Holds(govValue(got), govValue(cf.Value))
+					last, ok = &got, rd.Quality == devices.QualityGood && cf.Op.Holds(got, cf.Value)
 				}
 				lastErr = err
 			} else {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // writeReq is one write step.
@@ -19,7 +20,7 @@ type writeReq struct {
 	reason     string
 	device     string
 	capability string
-	value      devices.Value
+	value      value.Value
 	// resume is the approved approval being carried out, or nil.
 	resume *Approval
 }
@@ -66,23 +67,23 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 			Why: target + " is locked: attempt " + a.ID + " (key " + a.Key + ") was executing when the gateway stopped and its effect is unknown; an admin must resolve it"}, w.value)
 	}
 	pol := e.policies[target]
-	env := governance.Envelope{Type: governance.ValueType(c.Type)}
+	env := governance.Envelope{Type: c.Type}
 	var conds []governance.Condition
 	if pol != nil {
 		if pol.Envelope != nil {
 			env = *pol.Envelope
-			env.Type = governance.ValueType(c.Type)
+			env.Type = c.Type
 		}
 		conds = pol.Interlocks
 	}
-	if c.Type == devices.TypeEnum && len(env.Allowed) == 0 {
+	if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
 		for _, s := range c.Enum {
-			env.Allowed = append(env.Allowed, governance.Enum(s))
+			env.Allowed = append(env.Allowed, value.Enum(s))
 		}
 	}
 	req := governance.Request{
 		Principal: w.principal, Device: w.device, Capability: w.capability, Write: true,
-		Profile: Profile(&ent.Device, c, pol), Value: govValue(w.value), Envelope: &env,
+		Profile: Profile(&ent.Device, c, pol), Value: w.value, Envelope: &env,
 		Interlocks: conds, Facts: &e.facts,
 	}
 	current, known := e.facts.get(target)
@@ -298,7 +299,7 @@ func (e *Engine) failedQuiet(base Observation, why string) Observation {
 	return base
 }
 
-func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governance.Verdict, value devices.Value) Observation {
+func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governance.Verdict, value value.Value) Observation {
 	if v.Outcome == 0 {
 		v.Outcome = governance.Refuse
 	}
@@ -333,14 +334,14 @@ func (e *Engine) replay(ctx context.Context, base Observation, prev Attempt, dg 
 }
 
 // history returns the change history of target for the envelope.
-func (e *Engine) history(target string, current devices.Value) governance.History {
+func (e *Engine) history(target string, current value.Value) governance.History {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ch, ok := e.changes[target]
 	if !ok {
 		h := governance.History{}
 		if !current.IsZero() {
-			h.Current = govValue(current)
+			h.Current = current
 		}
 		return h
 	}

@@ -15,9 +15,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 func (s *Server) routes() {
@@ -235,10 +236,10 @@ func (s *Server) command(c echo.Context, b commandBody, origin string) (result, 
 	if !ok {
 		return result{}, 0, problem(http.StatusNotFound, "device "+clip(b.Device)+" is not online or has no capability "+clip(b.Capability))
 	}
-	var v devices.Value
+	var v value.Value
 	if len(b.Value) > 0 && string(bytes.TrimSpace(b.Value)) != "null" {
 		var err error
-		if v, err = devices.ParseValue(capab.Type, b.Value, capab.Enum); err != nil {
+		if v, err = value.ParseValue(capab.Type, b.Value, capab.Enum); err != nil {
 			return result{}, 0, problem(http.StatusBadRequest, `field "value": `+clipIn(err.Error(), string(b.Value)))
 		}
 	}
@@ -347,7 +348,7 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 				quoteShort(b.Mode)))
 		}
 	} else {
-		shown, err := devices.ParseValue(ap.Value.Type, b.Value, nil)
+		shown, err := value.ParseValue(ap.Value.Type, b.Value, nil)
 		if b.Device != ap.Device || b.Capability != ap.Capability || err != nil || !shown.Equal(ap.Value) {
 			return ap, problem(http.StatusConflict, fmt.Sprintf("approval %s is for %s.%s = %s; the answer must name that act (device, capability, value)",
 				ap.ID, ap.Device, ap.Capability, ap.Value))

@@ -19,12 +19,13 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
-	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // site is a server on an engine over a bbolt journal and the sim, with
@@ -58,9 +59,9 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	g, err := sim.New(sim.Options{Devices: []devices.Device{
 		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank",
-			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: devices.TypeNumber}}},
+			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: value.TypeNumber}}},
 		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve",
-			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}},
+			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		ApprovalTimeout: o.approvalTimeout,
 		Modes:           []governance.Mode{twoPerson},
 		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
-			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: governance.Number(10), MaxAge: time.Minute}},
+			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(10), MaxAge: time.Minute}},
 			Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}}},
 		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}}},
 	})
@@ -275,7 +276,7 @@ func TestModeChanges(t *testing.T) {
 func TestResolveALockedActuator(t *testing.T) {
 	var attempt string
 	s := newSite(t, siteOptions{prepare: func(j *journal.DB) {
-		a := runtime.Attempt{Key: "mqtt:x/1", ID: "act-locked", Device: "valve-1", Capability: "open", Value: devices.Bool(true), Updated: time.Now()}
+		a := runtime.Attempt{Key: "mqtt:x/1", ID: "act-locked", Device: "valve-1", Capability: "open", Value: value.Bool(true), Updated: time.Now()}
 		for _, st := range []runtime.AttemptState{runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting} {
 			a.State = st
 			rec := a

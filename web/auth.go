@@ -14,9 +14,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/runtime"
-	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/store"
 )
 
 // identity is who makes a request.
@@ -174,7 +174,7 @@ func (s *Server) login(c echo.Context) error {
 	_, _ = rand.Read(b[:])
 	cookie := base64.RawURLEncoding.EncodeToString(b[:])
 	now := s.opts.Now()
-	if err := s.opts.Sessions.Put(cookie, journal.Session{User: u.Name, Role: u.Role.String(), Remote: ip, Created: now,
+	if err := s.opts.Sessions.Put(cookie, store.Session{User: u.Name, Role: u.Role.String(), Remote: ip, Created: now,
 		Expires: now.Add(s.opts.SessionTTL)}); err != nil {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "the session cannot be stored").SetInternal(err)
 	}

@@ -19,9 +19,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 //go:embed assets
@@ -374,7 +374,7 @@ func (s *Server) resolveForm(c echo.Context) error {
 }
 
 // valueText shows a value for people.
-func valueText(v *devices.Value) string {
+func valueText(v *value.Value) string {
 	if v == nil || v.IsZero() {
 		return "unknown"
 	}

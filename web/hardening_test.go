@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // do sends a request bounded by ctx with a bearer token ("" for none) and
@@ -339,7 +339,7 @@ func TestEmptyListsAreArrays(t *testing.T) {
 func TestResolveSaysWhatWasFound(t *testing.T) {
 	locked := func(id string) func(j *journal.DB) {
 		return func(j *journal.DB) {
-			a := runtime.Attempt{Key: "mqtt:x/" + id, ID: id, Device: "valve-1", Capability: "open", Value: devices.Bool(true), Updated: time.Now()}
+			a := runtime.Attempt{Key: "mqtt:x/" + id, ID: id, Device: "valve-1", Capability: "open", Value: value.Bool(true), Updated: time.Now()}
 			for _, st := range []runtime.AttemptState{runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting} {
 				a.State = st
 				rec := a
@@ -396,7 +396,7 @@ func TestContradictedActIsNotActed(t *testing.T) {
 // actuator stays locked.
 func TestResolveFormAsksWhatWasFound(t *testing.T) {
 	s := newSite(t, siteOptions{prepare: func(j *journal.DB) {
-		a := runtime.Attempt{Key: "mqtt:x/1", ID: "act-form", Device: "valve-1", Capability: "open", Value: devices.Bool(true), Updated: time.Now()}
+		a := runtime.Attempt{Key: "mqtt:x/1", ID: "act-form", Device: "valve-1", Capability: "open", Value: value.Bool(true), Updated: time.Now()}
 		for _, st := range []runtime.AttemptState{runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting} {
 			a.State = st
 			rec := a

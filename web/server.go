@@ -32,15 +32,15 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/runtime"
-	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/store"
 )
 
 // SessionStore keeps console sessions.
 type SessionStore interface {
-	Put(cookie string, s journal.Session) error
-	Get(cookie string, now time.Time) (journal.Session, bool, error)
+	Put(cookie string, s store.Session) error
+	Get(cookie string, now time.Time) (store.Session, bool, error)
 	Delete(cookie string) error
 	Prune(now time.Time) (int, error)
 }
@@ -54,7 +54,7 @@ type Token struct {
 }
 
 // Report is a journal check's result, as the API shows it.
-type Report = journal.Report
+type Report = store.Report
 
 // Options configure the server. The zero value of each field means its
 // default.

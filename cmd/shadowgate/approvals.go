@@ -17,7 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/web"
 )

@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 func TestApprovalsCommand(t *testing.T) {
@@ -17,7 +17,7 @@ func TestApprovalsCommand(t *testing.T) {
 	ask := func(id string) string {
 		t.Helper()
 		obs, err := parts.Engine.Do(context.Background(), runtime.Command{Principal: "mqtt:demo", Origin: "test", RequestID: id,
-			Device: "valve-1", Capability: "open", Value: devices.Bool(id == "a")})
+			Device: "valve-1", Capability: "open", Value: value.Bool(id == "a")})
 		if err != nil || obs.Kind != runtime.ApprovalRequest {
 			t.Fatalf("command: %+v %v", obs, err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/shadowgate/shadowgate/gateway"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/store"
 )
 
 const journalUsage = `usage: shadowgate journal <verify|export|tail> [flags]
@@ -347,7 +348,7 @@ func journalViaAPI(ctx context.Context, a *apiClient, cmd string, since uint64, 
 		return exitCode(err)
 	}
 	if cmd == "verify" {
-		var rep journal.Report
+		var rep store.Report
 		if err := a.do("GET", "/api/v1/journal/verify", nil, &rep); err != nil {
 			return fail(err)
 		}

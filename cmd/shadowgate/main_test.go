@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/access"
 )
 
 func TestExitCodes(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Elements of the greenhouse, named by a device's Address, with the
@@ -27,14 +28,14 @@ import (
 var elements = map[string]struct {
 	capability string
 	kind       devices.Kind
-	typ        devices.Type
+	typ        value.Type
 }{
-	"tank":   {"level", devices.KindSensor, devices.TypeNumber},
-	"flow":   {"rate", devices.KindSensor, devices.TypeNumber},
-	"air":    {"temperature", devices.KindSensor, devices.TypeNumber},
-	"pump":   {"on", devices.KindActuator, devices.TypeBool},
-	"valve":  {"open", devices.KindActuator, devices.TypeBool},
-	"heater": {"on", devices.KindActuator, devices.TypeBool},
+	"tank":   {"level", devices.KindSensor, value.TypeNumber},
+	"flow":   {"rate", devices.KindSensor, value.TypeNumber},
+	"air":    {"temperature", devices.KindSensor, value.TypeNumber},
+	"pump":   {"on", devices.KindActuator, value.TypeBool},
+	"valve":  {"open", devices.KindActuator, value.TypeBool},
+	"heater": {"on", devices.KindActuator, value.TypeBool},
 }
 
 // Physics constants of the greenhouse.
@@ -117,7 +118,7 @@ type Options struct {
 	// WriteHook, if set, is called inside Write after the delay and before
 	// the value takes effect. Tests use it to look at the world from inside
 	// the driver call.
-	WriteHook func(ctx context.Context, device, capability string, v devices.Value)
+	WriteHook func(ctx context.Context, device, capability string, v value.Value)
 	// StateFile, if set, keeps the World in this file: it is read at New
 	// (when it exists) and rewritten, atomically, whenever a write arrives
 	// or takes effect.
@@ -129,7 +130,7 @@ type Options struct {
 // Greenhouse is the simulated driver. It is safe for concurrent use.
 type Greenhouse struct {
 	now       func() time.Time
-	writeHook func(context.Context, string, string, devices.Value)
+	writeHook func(context.Context, string, string, value.Value)
 	stateFile string
 
 	// mu guards everything below.
@@ -142,7 +143,7 @@ type Greenhouse struct {
 	byID     map[string]int
 	faults   map[string]Fault
 	counts   map[string]int // "op device.capability"
-	written  map[string][]devices.Value
+	written  map[string][]value.Value
 	received map[string]int // writes received, kept in the state file
 }
 
@@ -172,7 +173,7 @@ func New(opts Options) (*Greenhouse, error) {
 		byID:      map[string]int{},
 		faults:    map[string]Fault{},
 		counts:    map[string]int{},
-		written:   map[string][]devices.Value{},
+		written:   map[string][]value.Value{},
 		received:  map[string]int{},
 	}
 	if g.now == nil {
@@ -278,7 +279,7 @@ func (g *Greenhouse) Count(op, device, capability string) int {
 
 // Written returns the values written to device.capability that took
 // effect or were swallowed by a stuck actuator, in order.
-func (g *Greenhouse) Written(device, capability string) []devices.Value {
+func (g *Greenhouse) Written(device, capability string) []value.Value {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.written[device+"."+capability])
@@ -308,26 +309,26 @@ func (g *Greenhouse) Read(ctx context.Context, device, capability string) (devic
 	defer g.mu.Unlock()
 	now := g.now()
 	g.advanceLocked(now)
-	var v devices.Value
+	var v value.Value
 	switch addr {
 	case "tank":
-		v = devices.Number(round2(g.st.Level))
+		v = value.Number(round2(g.st.Level))
 	case "flow":
-		v = devices.Number(round2(g.st.Flow))
+		v = value.Number(round2(g.st.Flow))
 	case "air":
-		v = devices.Number(round2(g.st.Temperature))
+		v = value.Number(round2(g.st.Temperature))
 	case "pump":
-		v = devices.Bool(g.st.Pump)
+		v = value.Bool(g.st.Pump)
 	case "valve":
-		v = devices.Bool(g.st.Valve)
+		v = value.Bool(g.st.Valve)
 	case "heater":
-		v = devices.Bool(g.st.Heater)
+		v = value.Bool(g.st.Heater)
 	}
 	return devices.Reading{Value: v, At: now, Quality: devices.QualityGood}, nil
 }
 
 // Write changes an actuator.
-func (g *Greenhouse) Write(ctx context.Context, device, capability string, v devices.Value) error {
+func (g *Greenhouse) Write(ctx context.Context, device, capability string, v value.Value) error {
 	f, addr, err := g.begin("write", device, capability)
 	if err != nil {
 		return err
@@ -335,7 +336,7 @@ func (g *Greenhouse) Write(ctx context.Context, device, capability string, v dev
 	if elements[addr].kind != devices.KindActuator {
 		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: devices.ErrNotWritable}
 	}
-	if v.Type != devices.TypeBool {
+	if v.Type != value.TypeBool {
 		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: errors.New("want a bool, got a " + v.Type.String())}
 	}
 	if err := g.receive(device + "." + capability); err != nil {
@@ -361,7 +362,7 @@ func (g *Greenhouse) Write(ctx context.Context, device, capability string, v dev
 
 // apply records a write that took effect (or was swallowed, when stuck),
 // moves the actuator at addr and saves the state file.
-func (g *Greenhouse) apply(addr, target string, v devices.Value, stuck bool) error {
+func (g *Greenhouse) apply(addr, target string, v value.Value, stuck bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.advanceLocked(g.now())

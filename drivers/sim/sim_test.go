@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 type clock struct{ t time.Time }
@@ -19,10 +20,10 @@ func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 func greenhouseDevices() []devices.Device {
 	sensor := func(name string) []devices.Capability {
-		return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: devices.TypeNumber}}
+		return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: value.TypeNumber}}
 	}
 	act := func(name string) []devices.Capability {
-		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}
+		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}
 	}
 	return []devices.Device{
 		{ID: "tank-1", Address: "tank", Capabilities: sensor("level")},
@@ -47,7 +48,7 @@ func newGreenhouse(t *testing.T) (*Greenhouse, *clock) {
 	return g, c
 }
 
-func read(t *testing.T, g *Greenhouse, dev, capability string) devices.Value {
+func read(t *testing.T, g *Greenhouse, dev, capability string) value.Value {
 	t.Helper()
 	r, err := g.Read(t.Context(), dev, capability)
 	if err != nil {
@@ -59,7 +60,7 @@ func read(t *testing.T, g *Greenhouse, dev, capability string) devices.Value {
 func TestFlowNeedsPumpAndValve(t *testing.T) {
 	g, c := newGreenhouse(t)
 	ctx := t.Context()
-	if err := g.Write(ctx, "pump-1", "on", devices.Bool(true)); err != nil {
+	if err := g.Write(ctx, "pump-1", "on", value.Bool(true)); err != nil {
 		t.Fatal(err)
 	}
 	c.advance(10 * time.Second)
@@ -67,7 +68,7 @@ func TestFlowNeedsPumpAndValve(t *testing.T) {
 		t.Fatalf("flow with the valve shut = %v, want 0", f.Num)
 	}
 	before := read(t, g, "tank-1", "level").Num
-	if err := g.Write(ctx, "valve-1", "open", devices.Bool(true)); err != nil {
+	if err := g.Write(ctx, "valve-1", "open", value.Bool(true)); err != nil {
 		t.Fatal(err)
 	}
 	c.advance(20 * time.Second)
@@ -80,7 +81,7 @@ func TestFlowNeedsPumpAndValve(t *testing.T) {
 	if v := read(t, g, "pump-1", "on"); !v.Bool {
 		t.Fatal("read-back of pump-1.on is false after writing true")
 	}
-	if err := g.Write(ctx, "pump-1", "on", devices.Bool(false)); err != nil {
+	if err := g.Write(ctx, "pump-1", "on", value.Bool(false)); err != nil {
 		t.Fatal(err)
 	}
 	c.advance(30 * time.Second)
@@ -92,7 +93,7 @@ func TestFlowNeedsPumpAndValve(t *testing.T) {
 func TestHeaterWarmsTheAir(t *testing.T) {
 	g, c := newGreenhouse(t)
 	start := read(t, g, "air-1", "temperature").Num
-	if err := g.Write(t.Context(), "heater-1", "on", devices.Bool(true)); err != nil {
+	if err := g.Write(t.Context(), "heater-1", "on", value.Bool(true)); err != nil {
 		t.Fatal(err)
 	}
 	c.advance(10 * time.Minute)
@@ -106,7 +107,7 @@ func TestFaults(t *testing.T) {
 	ctx := t.Context()
 
 	g.SetFault("pump-1", Fault{Stuck: true})
-	if err := g.Write(ctx, "pump-1", "on", devices.Bool(true)); err != nil {
+	if err := g.Write(ctx, "pump-1", "on", value.Bool(true)); err != nil {
 		t.Fatalf("stuck Write = %v, want nil", err)
 	}
 	if v := read(t, g, "pump-1", "on"); v.Bool {
@@ -119,7 +120,7 @@ func TestFaults(t *testing.T) {
 			t.Fatal("an offline device is listed")
 		}
 	}
-	if err := g.Write(ctx, "valve-1", "open", devices.Bool(true)); !errors.Is(err, devices.ErrOffline) {
+	if err := g.Write(ctx, "valve-1", "open", value.Bool(true)); !errors.Is(err, devices.ErrOffline) {
 		t.Fatalf("Write to offline device = %v, want ErrOffline", err)
 	}
 	g.SetFault("valve-1", Fault{})
@@ -129,7 +130,7 @@ func TestFaults(t *testing.T) {
 
 	boom := errors.New("relay welded")
 	g.SetFault("heater-1", Fault{WriteErr: boom})
-	err := g.Write(ctx, "heater-1", "on", devices.Bool(true))
+	err := g.Write(ctx, "heater-1", "on", value.Bool(true))
 	var op *devices.OpError
 	if !errors.As(err, &op) || !errors.Is(err, boom) || op.Device != "heater-1" {
 		t.Fatalf("failing Write = %v, want an OpError wrapping the fault", err)
@@ -138,14 +139,14 @@ func TestFaults(t *testing.T) {
 	g.SetFault("heater-1", Fault{WriteDelay: time.Hour})
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 	defer cancel()
-	if err := g.Write(short, "heater-1", "on", devices.Bool(true)); !errors.Is(err, context.DeadlineExceeded) {
+	if err := g.Write(short, "heater-1", "on", value.Bool(true)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("slow Write past its deadline = %v, want DeadlineExceeded", err)
 	}
 	c.advance(time.Second)
 	if got := g.Count("write", "heater-1", "on"); got != 2 {
 		t.Fatalf("Count(write heater-1.on) = %d, want 2", got)
 	}
-	if err := g.Write(ctx, "tank-1", "level", devices.Bool(true)); !errors.Is(err, devices.ErrNotWritable) {
+	if err := g.Write(ctx, "tank-1", "level", value.Bool(true)); !errors.Is(err, devices.ErrNotWritable) {
 		t.Fatalf("Write to a sensor = %v, want ErrNotWritable", err)
 	}
 	if _, err := g.Read(ctx, "pump-1", "speed"); !errors.Is(err, devices.ErrUnknownCapability) {
@@ -164,7 +165,7 @@ func TestStateFileOutlivesTheDriver(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	// The valve opens, but its acknowledgement never comes.
-	if err := g.Write(short, "valve-1", "open", devices.Bool(true)); !errors.Is(err, context.DeadlineExceeded) {
+	if err := g.Write(short, "valve-1", "open", value.Bool(true)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Write with a lost ack = %v", err)
 	}
 	w, err := LoadWorld(path)
@@ -179,7 +180,7 @@ func TestStateFileOutlivesTheDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := read(t, g2, "valve-1", "open"); !got.Equal(devices.Bool(true)) {
+	if got := read(t, g2, "valve-1", "open"); !got.Equal(value.Bool(true)) {
 		t.Fatalf("valve after restart = %v", got)
 	}
 	if n := g2.Received("valve-1", "open"); n != 1 {
@@ -202,7 +203,7 @@ func TestNewRejectsMisfits(t *testing.T) {
 		t.Fatalf("New with unknown address: %v", err)
 	}
 	_, err = New(Options{Devices: []devices.Device{{ID: "p", Address: "pump",
-		Capabilities: []devices.Capability{{Name: "speed", Kind: devices.KindActuator, Type: devices.TypeNumber}}}}})
+		Capabilities: []devices.Capability{{Name: "speed", Kind: devices.KindActuator, Type: value.TypeNumber}}}}})
 	if err == nil {
 		t.Fatal("New accepted a pump with a speed")
 	}

@@ -14,7 +14,7 @@ import (
 
 	paho5 "github.com/eclipse/paho.golang/paho"
 
-	"github.com/shadowgate/shadowgate/gateway/access"
+	"github.com/shadowgate/shadowgate/access"
 )
 
 // role is a way to log in: a user, or anonymous.

@@ -11,19 +11,22 @@ import (
 	"testing"
 	"time"
 
+	"log/slog"
+
 	paho "github.com/eclipse/paho.mqtt.golang"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"golang.org/x/crypto/bcrypt"
-	"log/slog"
 
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
-	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 func benchClient(b *testing.B, addr, id, user, pw string) paho.Client {
@@ -121,7 +124,7 @@ func BenchmarkFanIn(b *testing.B) {
 			g, _ := sim.New(sim.Options{})
 			reg := devices.NewRegistry()
 			_ = reg.Add("sim", g)
-			eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: runtime.NewMemJournal()})
+			eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: runtimetest.NewMemJournal()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -186,7 +189,7 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 			seq++
 			t0 := time.Now()
 			obs, err := eng.Do(ctx, runtime.Command{Principal: "mqtt:bench", Origin: "bench", RequestID: "go-" + strconv.Itoa(seq),
-				Device: "valve-1", Capability: "open", Value: devices.Bool(seq%2 == 0)})
+				Device: "valve-1", Capability: "open", Value: value.Bool(seq%2 == 0)})
 			if err != nil || obs.Kind != runtime.Acted {
 				b.Fatalf("%+v %v", obs, err)
 			}

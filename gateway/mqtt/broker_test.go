@@ -26,12 +26,13 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
-	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 const prefix = "shadowgate/test/"
@@ -65,11 +66,11 @@ func hash(t testing.TB, pw string) []byte {
 
 func greenhouse() []devices.Device {
 	act := func(name string) []devices.Capability {
-		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}
+		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}
 	}
 	return []devices.Device{
 		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank",
-			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: devices.TypeNumber}}},
+			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: value.TypeNumber}}},
 		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve", Capabilities: act("open")},
 		{ID: "heater-1", Area: "gh", Driver: "sim", Address: "heater", Capabilities: act("on")},
 	}
@@ -100,7 +101,7 @@ func startGW(t testing.TB, o gwOptions) *testGW {
 			"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true}, Confirm: readBack},
 			"heater-1.on":  {Effects: &runtime.Declared{Reversible: true, Contained: true, Costs: true}, Confirm: readBack},
 		},
-		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: devices.Bool(true)}}}},
+		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: value.Bool(true)}}}},
 	})
 	if err != nil {
 		t.Fatal(err)

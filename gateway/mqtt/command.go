@@ -13,6 +13,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Request is a parsed command payload.
@@ -21,7 +22,7 @@ type Request struct {
 	ID     string
 	Reason string
 	// Value is what to write; zero for a read.
-	Value devices.Value
+	Value value.Value
 	// Expires, if set, is when the command goes stale; At, if set, is when
 	// it was sent. A stale command is refused, never executed late.
 	Expires time.Time
@@ -48,7 +49,7 @@ type body struct {
 // a key twice (at any depth, in any letter case, as encoding/json matches
 // fields), is refused: which of two values is meant cannot be told. Errors
 // name the field that is wrong.
-func ParseCommand(payload []byte, t devices.Type, enum []string) (Request, error) {
+func ParseCommand(payload []byte, t value.Type, enum []string) (Request, error) {
 	var r Request
 	if !utf8.Valid(payload) {
 		return r, errNotUTF8
@@ -58,7 +59,7 @@ func ParseCommand(payload []byte, t devices.Type, enum []string) (Request, error
 		return r, nil
 	}
 	if p[0] != '{' {
-		v, err := devices.ParseValue(t, payload, enum)
+		v, err := value.ParseValue(t, payload, enum)
 		if err != nil {
 			return r, fmt.Errorf("value: %w", err)
 		}
@@ -73,7 +74,7 @@ func ParseCommand(payload []byte, t devices.Type, enum []string) (Request, error
 		return r, err
 	}
 	if len(b.Value) > 0 && !bytes.Equal(bytes.TrimSpace(b.Value), []byte("null")) {
-		v, err := devices.ParseValue(t, b.Value, enum)
+		v, err := value.ParseValue(t, b.Value, enum)
 		if err != nil {
 			return r, fmt.Errorf("field \"value\": %w", err)
 		}

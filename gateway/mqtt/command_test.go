@@ -8,42 +8,42 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 func TestParseCommand(t *testing.T) {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
 		payload string
-		typ     devices.Type
+		typ     value.Type
 		want    Request
 		err     string
 	}{
-		{``, devices.TypeBool, Request{}, ""},
-		{`true`, devices.TypeBool, Request{Value: devices.Bool(true)}, ""},
-		{` 12.5 `, devices.TypeNumber, Request{Value: devices.Number(12.5)}, ""},
-		{`{"value": false, "id": "a-1", "reason": "night", "expires": "2026-05-01T12:00:00Z"}`, devices.TypeBool,
-			Request{Value: devices.Bool(false), ID: "a-1", Reason: "night", Expires: at}, ""},
-		{`{"id": "r"}`, devices.TypeNumber, Request{ID: "r"}, ""},
-		{`{"value": null}`, devices.TypeNumber, Request{}, ""},
-		{`{"value": 1} {"value": 2}`, devices.TypeNumber, Request{}, "more than one value"},
-		{`{"value": 1}x`, devices.TypeNumber, Request{}, "malformed JSON"},
-		{`{"id": ""}`, devices.TypeNumber, Request{}, `field "id": empty`},
-		{`{"id": "a b"}`, devices.TypeNumber, Request{}, `field "id": only printable`},
-		{`{"id": "` + strings.Repeat("x", 200) + `"}`, devices.TypeNumber, Request{}, `field "id": 200 characters`},
-		{`{"reason": 5}`, devices.TypeNumber, Request{}, `field "reason": want a string`},
-		{`[1]`, devices.TypeNumber, Request{}, "value: want a number"},
-		{`{"value": "on"}`, devices.TypeEnum, Request{}, "value"},
-		{`{"value":false,"id":"e3","value":true}`, devices.TypeBool, Request{}, `key "value" appears twice`},
-		{`{"value":false,"VALUE":true}`, devices.TypeBool, Request{}, `key "VALUE" appears twice`},
-		{`{"id":"a","\u0069d":"b"}`, devices.TypeBool, Request{}, `key "id" appears twice`},
-		{`{"value":{"a":1,"b":{"c":1,"c":2}}}`, devices.TypeBool, Request{}, `key "c" appears twice`},
-		{`{"value":[{"a":1},{"a":2}],"id":"x"}`, devices.TypeBool, Request{}, `field "value"`},
-		{`{"value":` + strings.Repeat(`[`, 40) + strings.Repeat(`]`, 40) + `}`, devices.TypeBool, Request{}, "nested deeper than 32"},
-		{`{"` + strings.Repeat("k", 500) + `":1,"` + strings.Repeat("k", 500) + `":2}`, devices.TypeBool, Request{}, `unknown field "` + strings.Repeat("k", 80) + `…"`},
-		{`{"reason":"a","` + strings.Repeat("k", 5) + `":1,"reason":"b"}`, devices.TypeBool, Request{}, `unknown field "kkkkk"`},
-		{"{\"id\":\"\xff\xfe\"}", devices.TypeBool, Request{}, "not valid UTF-8"},
-		{"\"\xff\"", devices.TypeString, Request{}, "not valid UTF-8"},
+		{``, value.TypeBool, Request{}, ""},
+		{`true`, value.TypeBool, Request{Value: value.Bool(true)}, ""},
+		{` 12.5 `, value.TypeNumber, Request{Value: value.Number(12.5)}, ""},
+		{`{"value": false, "id": "a-1", "reason": "night", "expires": "2026-05-01T12:00:00Z"}`, value.TypeBool,
+			Request{Value: value.Bool(false), ID: "a-1", Reason: "night", Expires: at}, ""},
+		{`{"id": "r"}`, value.TypeNumber, Request{ID: "r"}, ""},
+		{`{"value": null}`, value.TypeNumber, Request{}, ""},
+		{`{"value": 1} {"value": 2}`, value.TypeNumber, Request{}, "more than one value"},
+		{`{"value": 1}x`, value.TypeNumber, Request{}, "malformed JSON"},
+		{`{"id": ""}`, value.TypeNumber, Request{}, `field "id": empty`},
+		{`{"id": "a b"}`, value.TypeNumber, Request{}, `field "id": only printable`},
+		{`{"id": "` + strings.Repeat("x", 200) + `"}`, value.TypeNumber, Request{}, `field "id": 200 characters`},
+		{`{"reason": 5}`, value.TypeNumber, Request{}, `field "reason": want a string`},
+		{`[1]`, value.TypeNumber, Request{}, "value: want a number"},
+		{`{"value": "on"}`, value.TypeEnum, Request{}, "value"},
+		{`{"value":false,"id":"e3","value":true}`, value.TypeBool, Request{}, `key "value" appears twice`},
+		{`{"value":false,"VALUE":true}`, value.TypeBool, Request{}, `key "VALUE" appears twice`},
+		{`{"id":"a","\u0069d":"b"}`, value.TypeBool, Request{}, `key "id" appears twice`},
+		{`{"value":{"a":1,"b":{"c":1,"c":2}}}`, value.TypeBool, Request{}, `key "c" appears twice`},
+		{`{"value":[{"a":1},{"a":2}],"id":"x"}`, value.TypeBool, Request{}, `field "value"`},
+		{`{"value":` + strings.Repeat(`[`, 40) + strings.Repeat(`]`, 40) + `}`, value.TypeBool, Request{}, "nested deeper than 32"},
+		{`{"` + strings.Repeat("k", 500) + `":1,"` + strings.Repeat("k", 500) + `":2}`, value.TypeBool, Request{}, `unknown field "` + strings.Repeat("k", 80) + `…"`},
+		{`{"reason":"a","` + strings.Repeat("k", 5) + `":1,"reason":"b"}`, value.TypeBool, Request{}, `unknown field "kkkkk"`},
+		{"{\"id\":\"\xff\xfe\"}", value.TypeBool, Request{}, "not valid UTF-8"},
+		{"\"\xff\"", value.TypeString, Request{}, "not valid UTF-8"},
 	}
 	for _, tc := range cases {
 		got, err := ParseCommand([]byte(tc.payload), tc.typ, []string{"off", "low", "high"})
@@ -115,7 +115,7 @@ func FuzzParseCommand(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, payload []byte, typ uint8) {
-		ty := []devices.Type{devices.TypeBool, devices.TypeNumber, devices.TypeEnum, devices.TypeString}[typ%4]
+		ty := []value.Type{value.TypeBool, value.TypeNumber, value.TypeEnum, value.TypeString}[typ%4]
 		r, err := ParseCommand(payload, ty, []string{"off", "low", "high"})
 		if err != nil {
 			if err.Error() == "" {

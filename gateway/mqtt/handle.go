@@ -13,9 +13,10 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/gateway/access"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // dest is where a reply goes: a topic and, for a v5 request, its
@@ -293,11 +294,11 @@ func (r *rates) allow(key string) bool {
 
 // state is the payload of state/<device>/<capability>.
 type state struct {
-	Device     string         `json:"device"`
-	Capability string         `json:"capability"`
-	Value      *devices.Value `json:"value,omitempty"`
-	At         time.Time      `json:"at,omitzero"`
-	Quality    string         `json:"quality,omitempty"`
+	Device     string       `json:"device"`
+	Capability string       `json:"capability"`
+	Value      *value.Value `json:"value,omitempty"`
+	At         time.Time    `json:"at,omitzero"`
+	Quality    string       `json:"quality,omitempty"`
 	// Confirmation is what the last actuation's read-back found.
 	Confirmation runtime.Confirmation `json:"confirmation,omitempty"`
 	Attempt      string               `json:"attempt,omitempty"`
@@ -382,7 +383,7 @@ func (b *Broker) follow(ctx context.Context, since uint64) {
 		case runtime.KindObserved:
 			var o struct {
 				Device, Capability string
-				Value              devices.Value
+				Value              value.Value
 				Quality            string
 				At                 time.Time
 			}

@@ -30,15 +30,15 @@ import (
 
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/runtime"
-	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/store"
 )
 
 // Store is the durable outbox the uplink sends from.
 type Store interface {
-	Append(msgs []journal.OutMessage, cursor uint64) error
-	Push(msgs []journal.OutMessage) error
+	Append(msgs []store.OutMessage, cursor uint64) error
+	Push(msgs []store.OutMessage) error
 	Cursor() (uint64, bool, error)
-	Peek(after uint64, n int) ([]journal.OutMessage, error)
+	Peek(after uint64, n int) ([]store.OutMessage, error)
 	Delete(seqs []uint64) error
 	Usage() (int, int64, error)
 	Trim(maxBytes int64) (int, error)
@@ -185,8 +185,8 @@ func (u *Uplink) Run(ctx context.Context) error {
 		// but for the newest checkpoint, which upstream should hold at once.
 		cursor = u.eng.RestoredSeq()
 		if body, found := mqtt.NewestCheckpoint(ctx, u.eng, cursor); found && len(body) > 0 {
-			msg := journal.OutMessage{Topic: u.opts.Prefix + "checkpoints", Payload: body, Retain: true}
-			if err := u.store.Push([]journal.OutMessage{msg}); err != nil {
+			msg := store.OutMessage{Topic: u.opts.Prefix + "checkpoints", Payload: body, Retain: true}
+			if err := u.store.Push([]store.OutMessage{msg}); err != nil {
 				u.log.Error("uplink checkpoint not queued", "error", err)
 			}
 		}
@@ -263,8 +263,8 @@ func essential(k runtime.Kind) bool {
 }
 
 // messages returns what an event sends upstream.
-func (u *Uplink) messages(ev runtime.Event) []journal.OutMessage {
-	var out []journal.OutMessage
+func (u *Uplink) messages(ev runtime.Event) []store.OutMessage {
+	var out []store.OutMessage
 	p := u.opts.Prefix
 	add := func(topic string, v any, retain, ess bool) {
 		var payload []byte
@@ -274,7 +274,7 @@ func (u *Uplink) messages(ev runtime.Event) []journal.OutMessage {
 				return
 			}
 		}
-		out = append(out, journal.OutMessage{Topic: p + topic, Payload: payload, Retain: retain, Essential: ess})
+		out = append(out, store.OutMessage{Topic: p + topic, Payload: payload, Retain: retain, Essential: ess})
 	}
 	if u.opts.Forward.Events {
 		add("events", ev, false, essential(ev.Kind))
@@ -341,7 +341,7 @@ func (u *Uplink) enqueue(ctx context.Context, cursor uint64) {
 			u.log.Error("uplink stopped following the journal", "error", err)
 		}
 	}()
-	var batch []journal.OutMessage
+	var batch []store.OutMessage
 	last := cursor
 	flush := func() {
 		if last == cursor {
@@ -528,7 +528,7 @@ func (u *Uplink) push(rel string, rep mqtt.Reply) {
 	if err != nil {
 		return
 	}
-	msg := []journal.OutMessage{{Topic: u.opts.Prefix + rel, Payload: payload, Essential: true}}
+	msg := []store.OutMessage{{Topic: u.opts.Prefix + rel, Payload: payload, Essential: true}}
 	if err := u.store.Push(msg); err != nil {
 		u.log.Error("uplink reply not queued", "error", err)
 		return

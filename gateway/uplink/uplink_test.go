@@ -26,6 +26,7 @@ import (
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 const prefix = "site/gh-1/"
@@ -130,9 +131,9 @@ func startRig(t *testing.T, dir, addr string, maxBacklog int64) (*rig, func()) {
 	}
 	g, err := sim.New(sim.Options{Devices: []devices.Device{
 		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank",
-			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: devices.TypeNumber}}},
+			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: value.TypeNumber}}},
 		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve",
-			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}},
+			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +270,7 @@ func TestFullOutboxDropsTelemetryNotReceipts(t *testing.T) {
 	r, _ := startRig(t, t.TempDir(), up.addr, 8<<10)
 	r.read(t, 60)
 	obs, err := r.eng.Do(context.Background(), runtime.Command{Principal: "uplink:gh-1", Origin: "test", RequestID: "1",
-		Device: "valve-1", Capability: "open", Value: devices.Bool(true)})
+		Device: "valve-1", Capability: "open", Value: value.Bool(true)})
 	if err != nil || obs.Kind != runtime.Acted {
 		t.Fatalf("command: %+v %v", obs, err)
 	}
@@ -360,7 +361,7 @@ func TestParkedUpstreamCommandIsAnsweredAfterARestart(t *testing.T) {
 	r, stop := startRig(t, dir, up.addr, 0)
 	// Not covered by the rig's rule, so it waits for approval.
 	obs, err := r.eng.Do(context.Background(), runtime.Command{Principal: "test:other", Origin: "uplink", RequestID: "late-1",
-		Device: "valve-1", Capability: "open", Value: devices.Bool(true), ReplyTo: "reply/valve-1/open"})
+		Device: "valve-1", Capability: "open", Value: value.Bool(true), ReplyTo: "reply/valve-1/open"})
 	if err != nil || obs.Kind != runtime.ApprovalRequest {
 		t.Fatalf("command: %+v %v", obs, err)
 	}

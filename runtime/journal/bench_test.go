@@ -14,6 +14,8 @@ import (
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // benchBody is about the size of a real invoked event.
@@ -128,7 +130,7 @@ func BenchmarkRecovery(b *testing.B) {
 		switch {
 		case i%1000 == 0:
 			e.Attempt = &runtime.Attempt{Key: fmt.Sprintf("k%d", i), ID: fmt.Sprintf("act-%d", i), Device: "valve-1", Capability: "open",
-				Value: devices.Bool(true), State: runtime.AttemptStaged, Updated: time.Now()}
+				Value: value.Bool(true), State: runtime.AttemptStaged, Updated: time.Now()}
 		case i%1000 == 1:
 			e.Approval = &runtime.Approval{ID: fmt.Sprintf("apr-%d", i), Kind: "actuation", Status: runtime.ApprovalPending,
 				RequestedAt: time.Now(), Expires: time.Now().Add(time.Hour)}
@@ -204,7 +206,7 @@ func BenchmarkReadStep(b *testing.B) {
 		return e, g
 	}
 	b.Run("raw", func(b *testing.B) {
-		_, g := newEngine(b, runtime.NewMemJournal())
+		_, g := newEngine(b, runtimetest.NewMemJournal())
 		for b.Loop() {
 			if _, err := g.Read(ctx, "tank-1", "level"); err != nil {
 				b.Fatal(err)
@@ -220,7 +222,7 @@ func BenchmarkReadStep(b *testing.B) {
 		}
 	}
 	b.Run("governed-memory", func(b *testing.B) {
-		e, _ := newEngine(b, runtime.NewMemJournal())
+		e, _ := newEngine(b, runtimetest.NewMemJournal())
 		step(b, e)
 	})
 	b.Run("governed-bbolt", func(b *testing.B) {

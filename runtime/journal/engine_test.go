@@ -19,14 +19,15 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 func greenhouse() []devices.Device {
 	sensor := func(name string) []devices.Capability {
-		return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: devices.TypeNumber}}
+		return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: value.TypeNumber}}
 	}
 	act := func(name string) []devices.Capability {
-		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: devices.TypeBool, ReadBack: true}}
+		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}
 	}
 	return []devices.Device{
 		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank", Capabilities: sensor("level")},
@@ -53,7 +54,7 @@ type rigOptions struct {
 	mode   string
 	rules  []governance.Rule
 	faults map[string]sim.Fault
-	hook   func(ctx context.Context, device, capability string, v devices.Value)
+	hook   func(ctx context.Context, device, capability string, v value.Value)
 	jopts  Options
 }
 
@@ -109,7 +110,7 @@ func (r *rig) stop() {
 // allowValve lets mqtt:alice open and close the valve without asking.
 var allowValve = governance.Rule{ID: "valve-for-alice", Principal: "mqtt:alice", Device: "valve-1", Capability: "open", Decision: governance.DecideAllow}
 
-func do(t *testing.T, e *runtime.Engine, id string, device, capability string, v devices.Value) runtime.Observation {
+func do(t *testing.T, e *runtime.Engine, id string, device, capability string, v value.Value) runtime.Observation {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -147,11 +148,11 @@ func TestExecutingIsDurableBeforeTheDriverWrites(t *testing.T) {
 	var r *rig
 	var seen atomic.Value
 	r = startRig(t, t.TempDir(), rigOptions{rules: []governance.Rule{allowValve},
-		hook: func(ctx context.Context, device, capability string, v devices.Value) {
+		hook: func(ctx context.Context, device, capability string, v value.Value) {
 			a, found := stored(t, r.j, "mqtt:alice/cmd-1")
 			seen.Store(string(a.State) + "," + map[bool]string{true: "found", false: "missing"}[found])
 		}})
-	obs := do(t, r.e, "cmd-1", "valve-1", "open", devices.Bool(true))
+	obs := do(t, r.e, "cmd-1", "valve-1", "open", value.Bool(true))
 	if obs.Kind != runtime.Acted || obs.Receipt.Confirmation != runtime.Confirmed {
 		t.Fatalf("command = %+v", obs)
 	}
@@ -166,19 +167,19 @@ func TestExecutingIsDurableBeforeTheDriverWrites(t *testing.T) {
 func TestIdempotencyHoldsAcrossARestart(t *testing.T) {
 	dir := t.TempDir()
 	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
-	first := do(t, r.e, "cmd-7", "valve-1", "open", devices.Bool(true))
-	again := do(t, r.e, "cmd-7", "valve-1", "open", devices.Bool(true))
+	first := do(t, r.e, "cmd-7", "valve-1", "open", value.Bool(true))
+	again := do(t, r.e, "cmd-7", "valve-1", "open", value.Bool(true))
 	if first.Kind != runtime.Acted || again.Kind != runtime.Acted || !again.Replayed {
 		t.Fatalf("first %+v, again %+v", first, again)
 	}
 	r.stop()
 
 	r = startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
-	after := do(t, r.e, "cmd-7", "valve-1", "open", devices.Bool(true))
+	after := do(t, r.e, "cmd-7", "valve-1", "open", value.Bool(true))
 	if after.Kind != runtime.Acted || !after.Replayed || after.Receipt == nil || after.Receipt.Attempt != first.Receipt.Attempt {
 		t.Fatalf("after a restart the same request got %+v, want the first receipt %+v", after, first.Receipt)
 	}
-	other := do(t, r.e, "cmd-7", "valve-1", "open", devices.Bool(false))
+	other := do(t, r.e, "cmd-7", "valve-1", "open", value.Bool(false))
 	if other.Kind != runtime.Refused || !strings.Contains(other.Why, "mqtt:alice/cmd-7") || !strings.Contains(other.Why, "different act") {
 		t.Fatalf("same key, different act = %+v", other)
 	}
@@ -189,7 +190,7 @@ func TestIdempotencyHoldsAcrossARestart(t *testing.T) {
 
 // stage writes attempt records straight into a journal, as a gateway that
 // stopped at that state would have left them.
-func stage(t *testing.T, dir, key string, v devices.Value, states ...runtime.AttemptState) runtime.Attempt {
+func stage(t *testing.T, dir, key string, v value.Value, states ...runtime.AttemptState) runtime.Attempt {
 	t.Helper()
 	j, err := Open(filepath.Join(dir, FileName), Options{})
 	if err != nil {
@@ -222,10 +223,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestRecoveryAtStart(t *testing.T) {
 	dir := t.TempDir()
-	stage(t, dir, "mqtt:alice/a", devices.Bool(true), runtime.AttemptStaged)
-	stage(t, dir, "mqtt:alice/b", devices.Bool(true), runtime.AttemptStaged, runtime.AttemptAuthorized)
+	stage(t, dir, "mqtt:alice/a", value.Bool(true), runtime.AttemptStaged)
+	stage(t, dir, "mqtt:alice/b", value.Bool(true), runtime.AttemptStaged, runtime.AttemptAuthorized)
 	// The valve is shut, so an executing "open" did not take effect.
-	c := stage(t, dir, "mqtt:alice/c", devices.Bool(true), runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting)
+	c := stage(t, dir, "mqtt:alice/c", value.Bool(true), runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting)
 
 	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
 	for _, k := range []string{"mqtt:alice/a", "mqtt:alice/b"} {
@@ -240,7 +241,7 @@ func TestRecoveryAtStart(t *testing.T) {
 	if locks := r.e.Locks(); len(locks) != 1 || locks[0].ID != c.ID {
 		t.Fatalf("locks = %+v, want the valve locked by %s", locks, c.ID)
 	}
-	obs := do(t, r.e, "new", "valve-1", "open", devices.Bool(false))
+	obs := do(t, r.e, "new", "valve-1", "open", value.Bool(false))
 	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "valve-1.open is locked") || !strings.Contains(obs.Why, c.ID) {
 		t.Fatalf("a write to a locked actuator = %+v", obs)
 	}
@@ -253,7 +254,7 @@ func TestRecoveryAtStart(t *testing.T) {
 	if a, _ := stored(t, r.j, c.Key); a.State != runtime.AttemptReconciled || !strings.Contains(a.Why, "console:root") {
 		t.Fatalf("resolved attempt = %+v", a)
 	}
-	if obs := do(t, r.e, "after", "valve-1", "open", devices.Bool(true)); obs.Kind != runtime.Acted {
+	if obs := do(t, r.e, "after", "valve-1", "open", value.Bool(true)); obs.Kind != runtime.Acted {
 		t.Fatalf("a write after the resolve = %+v", obs)
 	}
 	// Nothing was retried: the only write is the one just made.
@@ -269,7 +270,7 @@ func TestRecoveryReconcilesByReadBack(t *testing.T) {
 	dir := t.TempDir()
 	// The valve is shut and the cut-short attempt was closing it: the
 	// read-back shows the commanded value.
-	c := stage(t, dir, "mqtt:alice/c", devices.Bool(false), runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting)
+	c := stage(t, dir, "mqtt:alice/c", value.Bool(false), runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting)
 	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
 	waitFor(t, "the reconcile", func() bool { a, _ := stored(t, r.j, c.Key); return a.State == runtime.AttemptReconciled })
 	if len(r.e.Locks()) != 0 {
@@ -293,7 +294,7 @@ func TestRecoveryReconcilesByReadBack(t *testing.T) {
 func TestPendingApprovalSurvivesARestartAndTheRunResumes(t *testing.T) {
 	dir := t.TempDir()
 	r := startRig(t, dir, rigOptions{})
-	obs := do(t, r.e, "heat", "heater-1", "on", devices.Bool(true))
+	obs := do(t, r.e, "heat", "heater-1", "on", value.Bool(true))
 	if obs.Kind != runtime.ApprovalRequest {
 		t.Fatalf("command = %+v", obs)
 	}
@@ -306,7 +307,7 @@ func TestPendingApprovalSurvivesARestartAndTheRunResumes(t *testing.T) {
 		t.Fatalf("approvals after restart = %+v, want %s pending until %s", aps, ap.ID, ap.Expires)
 	}
 	// A second request for the heater is still refused, naming it.
-	if o := do(t, r.e, "heat-2", "heater-1", "on", devices.Bool(true)); o.Kind != runtime.Refused || !strings.Contains(o.Why, ap.ID) {
+	if o := do(t, r.e, "heat-2", "heater-1", "on", value.Bool(true)); o.Kind != runtime.Refused || !strings.Contains(o.Why, ap.ID) {
 		t.Fatalf("second request = %+v", o)
 	}
 	if _, err := r.e.Answer(context.Background(), ap.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve}); err != nil {
@@ -333,7 +334,7 @@ func TestStorageFaultRefusesActuationsButReadsGoOn(t *testing.T) {
 	if err := r.e.Healthy(); err == nil || !strings.Contains(err.Error(), "maximum size") {
 		t.Fatalf("Healthy = %v, want the reason", err)
 	}
-	obs := do(t, r.e, "cmd", "valve-1", "open", devices.Bool(true))
+	obs := do(t, r.e, "cmd", "valve-1", "open", value.Bool(true))
 	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "journal") || !strings.Contains(obs.Why, "maximum size") {
 		t.Fatalf("a write with a failed journal = %+v", obs)
 	}
@@ -359,7 +360,7 @@ func TestCorruptJournalRefusesActuations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	obs := do(t, e, "cmd", "valve-1", "open", devices.Bool(true))
+	obs := do(t, e, "cmd", "valve-1", "open", value.Bool(true))
 	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "is corrupt") {
 		t.Fatalf("a write on a corrupt journal = %+v", obs)
 	}
@@ -374,7 +375,7 @@ func TestCorruptJournalRefusesActuations(t *testing.T) {
 func TestModeAndRulesSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	r := startRig(t, dir, rigOptions{})
-	obs := do(t, r.e, "heat", "heater-1", "on", devices.Bool(true))
+	obs := do(t, r.e, "heat", "heater-1", "on", value.Bool(true))
 	if obs.Kind != runtime.ApprovalRequest {
 		t.Fatalf("command = %+v", obs)
 	}
@@ -399,7 +400,7 @@ func TestModeAndRulesSurviveARestart(t *testing.T) {
 	// The last reading is known before anything is read again.
 	var found bool
 	for _, rd := range r.e.Readings() {
-		if rd.Device == "heater-1" && rd.Capability == "on" && rd.Reading.Value.Equal(devices.Bool(true)) {
+		if rd.Device == "heater-1" && rd.Capability == "on" && rd.Reading.Value.Equal(value.Bool(true)) {
 			found = true
 		}
 	}

@@ -510,7 +510,7 @@ func (j *DB) link(tx *bolt.Tx, key []byte) (*link, error) {
 func (j *DB) verifyAtStart(ctx context.Context) {
 	defer close(j.verified)
 	t0 := time.Now()
-	r, err := j.Verify(ctx)
+	r, badKeys, err := j.verify(ctx)
 	switch {
 	case ctx.Err() != nil:
 		// Closed before the chain was checked: nothing queued is written.
@@ -524,7 +524,7 @@ func (j *DB) verifyAtStart(ctx context.Context) {
 	case r.Reason != "":
 		j.distrust(fmt.Errorf("the chain breaks at seq %d: %s", r.BadSeq, r.Reason))
 	case !r.OK:
-		j.bad.Store(&r.badKeys)
+		j.bad.Store(&badKeys)
 		j.distrust(fmt.Errorf("%d record(s) disagree with the events, the first: %s", len(r.BadRecords), r.BadRecords[0]))
 	default:
 		j.log.Info("journal verified", "events", r.Count, "records", r.Records, "took", time.Since(t0).Round(time.Millisecond))

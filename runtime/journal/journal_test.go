@@ -18,6 +18,8 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/store"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 func open(t testing.TB, path string, opts Options) *DB {
@@ -97,7 +99,7 @@ func TestChainSurvivesReopen(t *testing.T) {
 }
 
 func attempt(key string, s runtime.AttemptState) *runtime.Attempt {
-	return &runtime.Attempt{Key: key, ID: "act-" + key, Device: "valve-1", Capability: "open", Value: devices.Bool(true),
+	return &runtime.Attempt{Key: key, ID: "act-" + key, Device: "valve-1", Capability: "open", Value: value.Bool(true),
 		Principal: "mqtt:alice", State: s, Updated: time.Now()}
 }
 
@@ -185,11 +187,11 @@ func TestRecordsAndStateSurviveReopen(t *testing.T) {
 	path := tempPath(t)
 	j := open(t, path, Options{})
 	now := time.Now().UTC().Round(0)
-	pendingApr := runtime.Approval{ID: "apr-1", Kind: "actuation", Device: "heater-1", Capability: "on", Value: devices.Bool(true),
+	pendingApr := runtime.Approval{ID: "apr-1", Kind: "actuation", Device: "heater-1", Capability: "on", Value: value.Bool(true),
 		Status: runtime.ApprovalPending, RequestedAt: now, Expires: now.Add(5 * time.Minute)}
 	answered := pendingApr
 	answered.ID, answered.Status = "apr-2", runtime.ApprovalDenied
-	rd := devices.Reading{Value: devices.Number(42.5), At: now, Quality: devices.QualityGood}
+	rd := devices.Reading{Value: value.Number(42.5), At: now, Quality: devices.QualityGood}
 	commit(t, j, runtime.Sync, ev(runtime.KindApprovalRequested, `{}`), func(e *runtime.Entry) { e.Approval = &pendingApr })
 	commit(t, j, runtime.Sync, ev(runtime.KindApprovalAnswered, `{}`), func(e *runtime.Entry) { e.Approval = &answered })
 	commit(t, j, runtime.Sync, ev(runtime.KindModeChanged, `{}`), func(e *runtime.Entry) {
@@ -225,7 +227,7 @@ func TestRecordsAndStateSurviveReopen(t *testing.T) {
 		t.Errorf("LastSeq = %d", s.LastSeq)
 	}
 	if len(s.States) != 2 || s.States[0].Device != "tank-1" || s.States[0].Reading == nil ||
-		!s.States[0].Reading.Value.Equal(devices.Number(42.5)) || s.States[0].Reading.Quality != devices.QualityGood ||
+		!s.States[0].Reading.Value.Equal(value.Number(42.5)) || s.States[0].Reading.Quality != devices.QualityGood ||
 		s.States[1].Receipt == nil || s.States[1].Receipt.Confirmation != runtime.Confirmed {
 		t.Errorf("states = %+v", s.States)
 	}
@@ -233,7 +235,7 @@ func TestRecordsAndStateSurviveReopen(t *testing.T) {
 
 // corruptCopy copies the journal at src, lets mutate change the copy's
 // journal bucket with raw bbolt, and verifies the copy.
-func corruptCopy(t *testing.T, src string, mutate func(b *bolt.Bucket) error) Report {
+func corruptCopy(t *testing.T, src string, mutate func(b *bolt.Bucket) error) store.Report {
 	t.Helper()
 	return verifyCopy(t, tamperCopy(t, src, func(tx *bolt.Tx) error { return mutate(tx.Bucket(bJournal)) }))
 }

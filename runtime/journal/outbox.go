@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/shadowgate/shadowgate/store"
 )
 
 // The outbox bucket holds the uplink's queue: messages under "m" plus a
@@ -18,20 +20,9 @@ var (
 	kOutCount  = []byte("count")
 )
 
-// OutMessage is one message waiting for the uplink.
-type OutMessage struct {
-	Seq     uint64
-	Topic   string
-	Payload []byte
-	Retain  bool
-	// Essential messages (receipts, approvals) are never dropped to make
-	// room; telemetry is, oldest first.
-	Essential bool
-}
+func outSize(m *store.OutMessage) int64 { return int64(6 + len(m.Topic) + len(m.Payload)) }
 
-func (m *OutMessage) size() int64 { return int64(6 + len(m.Topic) + len(m.Payload)) }
-
-func encodeOut(m *OutMessage) []byte {
+func encodeOut(m *store.OutMessage) []byte {
 	var flags byte
 	if m.Retain {
 		flags |= 1
@@ -39,14 +30,14 @@ func encodeOut(m *OutMessage) []byte {
 	if m.Essential {
 		flags |= 2
 	}
-	b := make([]byte, 0, m.size())
+	b := make([]byte, 0, outSize(m))
 	b = append(b, 1, flags)
 	b = appendStr(b, m.Topic)
 	return append(b, m.Payload...)
 }
 
-func decodeOut(seq uint64, v []byte) (OutMessage, error) {
-	m := OutMessage{Seq: seq}
+func decodeOut(seq uint64, v []byte) (store.OutMessage, error) {
+	m := store.OutMessage{Seq: seq}
 	if len(v) < 6 || v[0] != 1 {
 		return m, errors.New("not an outbox message")
 	}
@@ -81,12 +72,12 @@ func putCounter(b *bolt.Bucket, k []byte, n int64) error {
 
 // Append queues msgs and records cursor, durably, in one transaction. The
 // messages get their sequences in order.
-func (o *Outbox) Append(msgs []OutMessage, cursor uint64) error { return o.add(msgs, &cursor) }
+func (o *Outbox) Append(msgs []store.OutMessage, cursor uint64) error { return o.add(msgs, &cursor) }
 
 // Push queues msgs, durably, leaving the cursor as it is.
-func (o *Outbox) Push(msgs []OutMessage) error { return o.add(msgs, nil) }
+func (o *Outbox) Push(msgs []store.OutMessage) error { return o.add(msgs, nil) }
 
-func (o *Outbox) add(msgs []OutMessage, cursor *uint64) error {
+func (o *Outbox) add(msgs []store.OutMessage, cursor *uint64) error {
 	return o.j.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bOutbox)
 		var added int64
@@ -99,7 +90,7 @@ func (o *Outbox) add(msgs []OutMessage, cursor *uint64) error {
 			if err := b.Put(msgKey(seq), encodeOut(&msgs[i])); err != nil {
 				return err
 			}
-			added += msgs[i].size()
+			added += outSize(&msgs[i])
 		}
 		if err := putCounter(b, kOutBytes, counter(b, kOutBytes)+added); err != nil {
 			return err
@@ -129,8 +120,8 @@ func (o *Outbox) Cursor() (uint64, bool, error) {
 }
 
 // Peek returns up to n queued messages with Seq > after, oldest first.
-func (o *Outbox) Peek(after uint64, n int) ([]OutMessage, error) {
-	var out []OutMessage
+func (o *Outbox) Peek(after uint64, n int) ([]store.OutMessage, error) {
+	var out []store.OutMessage
 	err := o.j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bOutbox).Cursor()
 		for k, v := c.Seek(msgKey(after + 1)); k != nil && len(out) < n && k[0] == kOutMsg[0]; k, v = c.Next() {
@@ -158,7 +149,7 @@ func (o *Outbox) Delete(seqs []uint64) error {
 			}
 			m, err := decodeOut(s, v)
 			if err == nil {
-				freed += m.size()
+				freed += outSize(&m)
 			}
 			if err := b.Delete(k); err != nil {
 				return err
@@ -204,7 +195,7 @@ func (o *Outbox) Trim(maxBytes int64) (int, error) {
 				continue
 			}
 			drop = append(drop, append([]byte(nil), k...))
-			freed += m.size()
+			freed += outSize(&m)
 		}
 		for _, k := range drop {
 			if err := b.Delete(k); err != nil {

@@ -3,6 +3,8 @@ package journal
 import (
 	"fmt"
 	"testing"
+
+	"github.com/shadowgate/shadowgate/store"
 )
 
 func TestOutbox(t *testing.T) {
@@ -15,9 +17,9 @@ func TestOutbox(t *testing.T) {
 	if _, ok, _ := o.Cursor(); ok {
 		t.Fatal("a fresh outbox has a cursor")
 	}
-	var msgs []OutMessage
+	var msgs []store.OutMessage
 	for i := range 10 {
-		msgs = append(msgs, OutMessage{Topic: "t/events", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)), Essential: i%4 == 0})
+		msgs = append(msgs, store.OutMessage{Topic: "t/events", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)), Essential: i%4 == 0})
 	}
 	if err := o.Append(msgs, 42); err != nil {
 		t.Fatal(err)

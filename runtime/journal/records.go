@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/store"
 )
 
 // Records are caches of the journal (DESIGN §1.6, §7). Every record in a
@@ -177,7 +178,7 @@ func live(bucket string, js []byte, now time.Time) bool {
 		}
 		return json.Unmarshal(js, &r) != nil || r.Status != runtime.RunEnded
 	case string(bSessions):
-		var s Session
+		var s store.Session
 		return json.Unmarshal(js, &s) != nil || now.Before(s.Expires)
 	}
 	return true // state, and anything unknown

@@ -11,17 +11,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/store"
 )
-
-// Session is a console login. The file keeps it under the SHA-256 of its
-// cookie, so reading the file does not give a usable cookie.
-type Session struct {
-	User    string    `json:"user"`
-	Role    string    `json:"role"`
-	Remote  string    `json:"remote"`
-	Created time.Time `json:"created"`
-	Expires time.Time `json:"expires"`
-}
 
 // Sessions is the console's session store, in the journal's file. While
 // the journal cannot witness (it failed closed), new sessions are kept in
@@ -31,11 +22,11 @@ type Sessions struct {
 	j *DB
 	// mu guards mem.
 	mu  sync.Mutex
-	mem map[string]Session
+	mem map[string]store.Session
 }
 
 // Sessions returns the journal's session store. Call it once and share it.
-func (j *DB) Sessions() *Sessions { return &Sessions{j: j, mem: map[string]Session{}} }
+func (j *DB) Sessions() *Sessions { return &Sessions{j: j, mem: map[string]store.Session{}} }
 
 func sessionKey(cookie string) []byte {
 	h := sha256.Sum256([]byte(cookie))
@@ -49,7 +40,7 @@ const KindSession runtime.Kind = "session"
 // Put stores a session under its cookie. Like every record, the session is
 // witnessed by an event (KindSession) written before Put returns, so a
 // session row put into the file by anything else is never honoured.
-func (s *Sessions) Put(cookie string, sess Session) error {
+func (s *Sessions) Put(cookie string, sess store.Session) error {
 	if s.j.Err() != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -68,17 +59,17 @@ func (s *Sessions) Put(cookie string, sess Session) error {
 
 // Get returns the session of a cookie, if it exists and has not expired.
 // A session that no event backs is an error, not a login.
-func (s *Sessions) Get(cookie string, now time.Time) (Session, bool, error) {
+func (s *Sessions) Get(cookie string, now time.Time) (store.Session, bool, error) {
 	// Until the start check is done, a session row may be one a later
 	// event deleted: wait for it (a moment, once per start).
 	<-s.j.Verified()
 	if sess, ok := s.memGet(cookie); ok {
 		if !now.Before(sess.Expires) {
-			return Session{}, false, nil
+			return store.Session{}, false, nil
 		}
 		return sess, true, nil
 	}
-	var sess Session
+	var sess store.Session
 	var found bool
 	err := s.j.view(func(tx *bolt.Tx) error {
 		key := sessionKey(cookie)
@@ -94,12 +85,12 @@ func (s *Sessions) Get(cookie string, now time.Time) (Session, bool, error) {
 		return json.Unmarshal(js, &sess)
 	})
 	if err != nil || !found || !now.Before(sess.Expires) {
-		return Session{}, false, err
+		return store.Session{}, false, err
 	}
 	return sess, true, nil
 }
 
-func (s *Sessions) memGet(cookie string) (Session, bool) {
+func (s *Sessions) memGet(cookie string) (store.Session, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess, ok := s.mem[string(sessionKey(cookie))]
@@ -119,7 +110,7 @@ func (s *Sessions) Delete(cookie string) error {
 	_ = s.j.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bSessions).Get([]byte(key)); v != nil {
 			if _, js, err := unwrapRecord(v); err == nil {
-				var sess Session
+				var sess store.Session
 				if json.Unmarshal(js, &sess) == nil {
 					user = sess.User
 				}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/store"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // realJournal writes a journal with one record of every kind the gateway
@@ -29,7 +31,7 @@ func realJournal(t *testing.T) string {
 	j := open(t, path, Options{})
 	now := time.Now().UTC().Round(0)
 	fill(t, j, 50)
-	pending := runtime.Approval{ID: "apr-1", Kind: "actuation", Device: "heater-1", Capability: "on", Value: devices.Bool(true),
+	pending := runtime.Approval{ID: "apr-1", Kind: "actuation", Device: "heater-1", Capability: "on", Value: value.Bool(true),
 		Status: runtime.ApprovalPending, RequestedAt: now, Expires: now.Add(5 * time.Minute), Required: 1}
 	commit(t, j, runtime.Sync, ev(runtime.KindApprovalRequested, `{}`), func(e *runtime.Entry) { e.Approval = &pending })
 	commit(t, j, runtime.Sync, ev(runtime.KindRuleAdded, `{}`), func(e *runtime.Entry) {
@@ -45,11 +47,11 @@ func realJournal(t *testing.T) string {
 	commit(t, j, runtime.Sync, ev(runtime.KindInvoked, `{}`), func(e *runtime.Entry) { e.Attempt = attempt("cmd-1", runtime.AttemptStaged) })
 	commit(t, j, runtime.Sync, ev(runtime.KindInvoked, `{}`), func(e *runtime.Entry) { e.Attempt = attempt("cmd-2", runtime.AttemptStaged) })
 	commit(t, j, runtime.Sync, ev(runtime.KindRefused, `{}`), func(e *runtime.Entry) { e.Attempt = attempt("cmd-2", runtime.AttemptRefused) })
-	rd := devices.Reading{Value: devices.Number(42.5), At: now, Quality: devices.QualityGood}
+	rd := devices.Reading{Value: value.Number(42.5), At: now, Quality: devices.QualityGood}
 	commit(t, j, runtime.Async, ev(runtime.KindObserved, `{}`), func(e *runtime.Entry) {
 		e.State = &runtime.StateRecord{Device: "tank-1", Capability: "level", Reading: &rd}
 	})
-	if err := j.Sessions().Put("cookie-1", Session{User: "ann", Role: "admin", Created: now, Expires: now.Add(time.Hour)}); err != nil {
+	if err := j.Sessions().Put("cookie-1", store.Session{User: "ann", Role: "admin", Created: now, Expires: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	fill(t, j, 50)
@@ -83,7 +85,7 @@ func tamperCopy(t *testing.T, src string, mutate func(tx *bolt.Tx) error) string
 	return dst
 }
 
-func verifyCopy(t *testing.T, path string) Report {
+func verifyCopy(t *testing.T, path string) store.Report {
 	t.Helper()
 	j, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
@@ -272,7 +274,7 @@ func TestStartFindsABrokenChain(t *testing.T) {
 	// A person can still log in to the console to see why: the session is
 	// kept in memory, not in the untrusted file.
 	sessions := j.Sessions()
-	if err := sessions.Put("cookie-3", Session{User: "ann", Role: "admin", Expires: time.Now().Add(time.Hour)}); err != nil {
+	if err := sessions.Put("cookie-3", store.Session{User: "ann", Role: "admin", Expires: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatalf("a login on a journal that failed closed: %v", err)
 	}
 	if s, ok, err := sessions.Get("cookie-3", time.Now()); err != nil || !ok || s.User != "ann" {
@@ -569,7 +571,7 @@ func TestRolledBackRecordIsNotHonoured(t *testing.T) {
 	path := tempPath(t)
 	j := open(t, path, Options{})
 	now := time.Now()
-	if err := j.Sessions().Put("cookie-2", Session{User: "ann", Role: "admin", Created: now, Expires: now.Add(time.Hour)}); err != nil {
+	if err := j.Sessions().Put("cookie-2", store.Session{User: "ann", Role: "admin", Created: now, Expires: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	var old []byte

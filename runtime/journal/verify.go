@@ -7,65 +7,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/store"
 )
-
-// Report is the result of walking the chain.
-type Report struct {
-	// Count is the number of events checked; First and Last their range.
-	Count uint64 `json:"count"`
-	First uint64 `json:"first"`
-	Last  uint64 `json:"last"`
-	// Anchor is the sequence of the last pruned event, or 0.
-	Anchor uint64 `json:"anchor,omitempty"`
-	OK     bool   `json:"ok"`
-	// BadSeq is the first sequence that fails, and Reason says how.
-	BadSeq uint64 `json:"bad_seq,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Records is the number of records checked against the events, and
-	// BadRecords names every one that disagrees with them.
-	Records    int      `json:"records"`
-	BadRecords []string `json:"bad_records,omitempty"`
-	// badKeys names each bad record as "bucket/key", for the journal to
-	// refuse them from then on.
-	badKeys map[string]bool
-}
-
-// Headline is the one-line summary: counts, and ok or what is wrong.
-func (r Report) Headline() string {
-	s := fmt.Sprintf("%d events", r.Count)
-	if r.Count > 0 {
-		s += fmt.Sprintf(", seq %d to %d", r.First, r.Last)
-	}
-	if r.Anchor > 0 {
-		s += fmt.Sprintf(", anchored after pruned event %d", r.Anchor)
-	}
-	s += fmt.Sprintf(", %d records", r.Records)
-	if r.OK {
-		return s + ": ok"
-	}
-	if r.Reason != "" {
-		s += fmt.Sprintf(": BAD at seq %d: %s", r.BadSeq, r.Reason)
-	}
-	if len(r.BadRecords) > 0 {
-		s += fmt.Sprintf(": %d BAD record(s)", len(r.BadRecords))
-	}
-	return s
-}
-
-// String is what the CLI prints: the headline, then each bad record on a
-// line of its own.
-func (r Report) String() string {
-	if len(r.BadRecords) == 0 {
-		return r.Headline()
-	}
-	return r.Headline() + ":\n  " + strings.Join(r.BadRecords, "\n  ")
-}
 
 // Verify walks the whole chain and reports the first event that is
 // missing, moved, altered or not linked to the one before. It then
@@ -73,8 +21,16 @@ func (r Report) String() string {
 // record that was inserted, changed or deleted behind the journal's back,
 // and each meta key it does not know. It returns an error only when it
 // cannot read the file at all.
-func (j *DB) Verify(ctx context.Context) (Report, error) {
-	var r Report
+func (j *DB) Verify(ctx context.Context) (store.Report, error) {
+	r, _, err := j.verify(ctx)
+	return r, err
+}
+
+// verify is Verify that also names each bad record as "bucket/key", for
+// the journal to refuse them from then on.
+func (j *DB) verify(ctx context.Context) (store.Report, map[string]bool, error) {
+	var r store.Report
+	badKeys := map[string]bool{}
 	want := map[string]map[string]*folded{}
 	var anchorSeq uint64
 	err := j.view(func(tx *bolt.Tx) error {
@@ -163,15 +119,14 @@ func (j *DB) Verify(ctx context.Context) (Report, error) {
 			return nil // records are checked against a whole chain only
 		}
 		r.BadRecords = append(r.BadRecords, checkMeta(meta, stored)...)
-		r.badKeys = map[string]bool{}
-		r.Records, r.BadRecords = checkRecords(tx, want, anchorSeq, time.Now(), r.BadRecords, r.badKeys)
+		r.Records, r.BadRecords = checkRecords(tx, want, anchorSeq, time.Now(), r.BadRecords, badKeys)
 		return nil
 	})
 	if err != nil {
-		return r, fmt.Errorf("verifying journal %s: %w", j.path, err)
+		return r, nil, fmt.Errorf("verifying journal %s: %w", j.path, err)
 	}
 	r.OK = r.Reason == "" && len(r.BadRecords) == 0
-	return r, nil
+	return r, badKeys, nil
 }
 
 // metaKeys are the keys the meta bucket may hold.

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/store"
 )
 
 // maxBatch bounds one transaction; a fuller queue is written at once.
@@ -518,7 +519,7 @@ func recordEnded(bucket []byte, cutoff, now time.Time) func(js []byte) bool {
 		}
 	case string(bSessions):
 		return func(js []byte) bool {
-			var s Session
+			var s store.Session
 			return json.Unmarshal(js, &s) == nil && !now.Before(s.Expires)
 		}
 	}

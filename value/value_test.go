@@ -1,4 +1,4 @@
-package devices
+package value
 
 import (
 	"encoding/json"
@@ -89,4 +89,32 @@ func FuzzParseValue(f *testing.F) {
 			t.Fatalf("round trip of %q: %q gave %v, %v", raw, enc, back, err)
 		}
 	})
+}
+
+// A rule journaled before the two value types became one wrote its values
+// tagged; such a journal still loads, and nothing else passes as a value.
+func TestUnmarshalTagged(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Value
+	}{
+		{`{"type":1,"bool":true}`, Bool(true)},
+		{`{"type":2,"num":3.5}`, Number(3.5)},
+		{`{"type":3,"text":"open"}`, Enum("open")},
+		{`{"type":4,"text":"hi"}`, Text("hi")},
+	} {
+		var v Value
+		if err := json.Unmarshal([]byte(c.in), &v); err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		if v != c.want {
+			t.Errorf("%s = %#v, want %#v", c.in, v, c.want)
+		}
+	}
+	for _, in := range []string{`{}`, `{"type":9}`, `{"type":1,"extra":1}`, `{"type":"bool"}`} {
+		var v Value
+		if err := json.Unmarshal([]byte(in), &v); err == nil {
+			t.Errorf("%s decoded as %#v, want an error", in, v)
+		}
+	}
 }

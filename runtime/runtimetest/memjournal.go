@@ -1,13 +1,18 @@
-package runtime
+// Package runtimetest holds what tests of the runtime and of its surfaces
+// share: an in-memory journal and small helpers. It is not part of the
+// gateway's binary.
+package runtimetest
 
 import (
 	"cmp"
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/shadowgate/shadowgate/runtime"
 )
 
-// MemJournal is a Journal held in memory: nothing survives the process.
+// MemJournal is a runtime.Journal held in memory: nothing survives the process.
 // It keeps at most MaxEvents events, dropping the oldest. It is safe for
 // concurrent use.
 type MemJournal struct {
@@ -17,38 +22,38 @@ type MemJournal struct {
 	// mu guards everything below.
 	mu        sync.Mutex
 	closed    bool
-	events    []Event
+	events    []runtime.Event
 	seq       uint64
-	attempts  map[string]Attempt
-	approvals map[string]Approval
-	rules     map[string]RuleRecord
-	runs      map[string]RunRecord
-	states    map[string]StateRecord
-	mode      *ModeRecord
+	attempts  map[string]runtime.Attempt
+	approvals map[string]runtime.Approval
+	rules     map[string]runtime.RuleRecord
+	runs      map[string]runtime.RunRecord
+	states    map[string]runtime.StateRecord
+	mode      *runtime.ModeRecord
 }
 
 // NewMemJournal returns an empty in-memory journal.
 func NewMemJournal() *MemJournal {
 	return &MemJournal{
-		attempts:  map[string]Attempt{},
-		approvals: map[string]Approval{},
-		rules:     map[string]RuleRecord{},
-		runs:      map[string]RunRecord{},
-		states:    map[string]StateRecord{},
+		attempts:  map[string]runtime.Attempt{},
+		approvals: map[string]runtime.Approval{},
+		rules:     map[string]runtime.RuleRecord{},
+		runs:      map[string]runtime.RunRecord{},
+		states:    map[string]runtime.StateRecord{},
 	}
 }
 
 // Commit appends the event and stores the records. Durability is moot in
 // memory: every commit is visible when it returns.
-func (j *MemJournal) Commit(_ context.Context, e Entry) (Event, error) {
+func (j *MemJournal) Commit(_ context.Context, e runtime.Entry) (runtime.Event, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
-		return Event{}, ErrJournalClosed
+		return runtime.Event{}, runtime.ErrJournalClosed
 	}
 	if a := e.Attempt; a != nil {
 		if prev := j.attempts[a.Key]; !prev.State.CanMoveTo(a.State) {
-			return Event{}, &TransitionError{Key: a.Key, From: prev.State, To: a.State}
+			return runtime.Event{}, &runtime.TransitionError{Key: a.Key, From: prev.State, To: a.State}
 		}
 	}
 	j.seq++
@@ -80,7 +85,7 @@ func (j *MemJournal) Commit(_ context.Context, e Entry) (Event, error) {
 		j.mode = &m
 	}
 	if st := e.State; st != nil {
-		k := ref(st.Device, st.Capability)
+		k := st.Device + "." + st.Capability
 		cur := j.states[k]
 		cur.Device, cur.Capability = st.Device, st.Capability
 		if st.Reading != nil {
@@ -95,10 +100,10 @@ func (j *MemJournal) Commit(_ context.Context, e Entry) (Event, error) {
 }
 
 // Events returns up to limit events after since.
-func (j *MemJournal) Events(_ context.Context, since uint64, limit int) ([]Event, error) {
+func (j *MemJournal) Events(_ context.Context, since uint64, limit int) ([]runtime.Event, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(j.events, since+1, func(e Event, s uint64) int { return cmp.Compare(e.Seq, s) })
+	i, _ := slices.BinarySearchFunc(j.events, since+1, func(e runtime.Event, s uint64) int { return cmp.Compare(e.Seq, s) })
 	end := len(j.events)
 	if limit > 0 && end-i > limit {
 		end = i + limit
@@ -106,8 +111,8 @@ func (j *MemJournal) Events(_ context.Context, since uint64, limit int) ([]Event
 	return slices.Clone(j.events[i:end]), nil
 }
 
-// Attempt returns the attempt with the key.
-func (j *MemJournal) Attempt(_ context.Context, key string) (Attempt, bool, error) {
+// runtime.Attempt returns the attempt with the key.
+func (j *MemJournal) Attempt(_ context.Context, key string) (runtime.Attempt, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	a, ok := j.attempts[key]
@@ -115,12 +120,12 @@ func (j *MemJournal) Attempt(_ context.Context, key string) (Attempt, bool, erro
 }
 
 // Load returns the folded records.
-func (j *MemJournal) Load(context.Context) (Snapshot, error) {
+func (j *MemJournal) Load(context.Context) (runtime.Snapshot, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	s := Snapshot{LastSeq: j.seq}
+	s := runtime.Snapshot{LastSeq: j.seq}
 	for _, a := range j.approvals {
-		if a.Status == ApprovalPending {
+		if a.Status == runtime.ApprovalPending {
 			s.Approvals = append(s.Approvals, a)
 		}
 	}
@@ -130,7 +135,7 @@ func (j *MemJournal) Load(context.Context) (Snapshot, error) {
 		}
 	}
 	for _, r := range j.runs {
-		if r.Status != RunEnded {
+		if r.Status != runtime.RunEnded {
 			s.Runs = append(s.Runs, r)
 		}
 	}
@@ -146,22 +151,22 @@ func (j *MemJournal) Load(context.Context) (Snapshot, error) {
 		m := *j.mode
 		s.Mode = &m
 	}
-	slices.SortFunc(s.Approvals, func(a, b Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
-	slices.SortFunc(s.Runs, func(a, b RunRecord) int { return a.StartedAt.Compare(b.StartedAt) })
-	slices.SortFunc(s.Rules, func(a, b RuleRecord) int { return a.MadeAt.Compare(b.MadeAt) })
-	slices.SortFunc(s.Open, func(a, b Attempt) int { return a.Updated.Compare(b.Updated) })
-	slices.SortFunc(s.States, func(a, b StateRecord) int {
-		return cmp.Compare(ref(a.Device, a.Capability), ref(b.Device, b.Capability))
+	slices.SortFunc(s.Approvals, func(a, b runtime.Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
+	slices.SortFunc(s.Runs, func(a, b runtime.RunRecord) int { return a.StartedAt.Compare(b.StartedAt) })
+	slices.SortFunc(s.Rules, func(a, b runtime.RuleRecord) int { return a.MadeAt.Compare(b.MadeAt) })
+	slices.SortFunc(s.Open, func(a, b runtime.Attempt) int { return a.Updated.Compare(b.Updated) })
+	slices.SortFunc(s.States, func(a, b runtime.StateRecord) int {
+		return cmp.Compare(a.Device+"."+a.Capability, b.Device+"."+b.Capability)
 	})
 	return s, nil
 }
 
-// Err returns ErrJournalClosed after Close, and nil before.
+// Err returns runtime.ErrJournalClosed after Close, and nil before.
 func (j *MemJournal) Err() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
-		return ErrJournalClosed
+		return runtime.ErrJournalClosed
 	}
 	return nil
 }
@@ -173,21 +178,3 @@ func (j *MemJournal) Close() error {
 	j.closed = true
 	return nil
 }
-
-// TransitionError is an illegal attempt transition. It matches
-// ErrIllegalTransition with errors.Is.
-type TransitionError struct {
-	Key      string
-	From, To AttemptState
-}
-
-func (e *TransitionError) Error() string {
-	from := string(e.From)
-	if from == "" {
-		from = "(none)"
-	}
-	return "attempt " + e.Key + ": illegal transition " + from + " -> " + string(e.To)
-}
-
-// Is makes errors.Is(err, ErrIllegalTransition) true.
-func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }

@@ -1,4 +1,7 @@
-package devices
+// Package value holds the one typed value of Shadowgate: a bool, a number,
+// an enum member or a string. Devices read and write it, and governance
+// judges it; both import this package, so neither converts.
+package value
 
 import (
 	"bytes"
@@ -154,6 +157,8 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 		t = TypeNumber
 	case "a string":
 		t = TypeString
+	case "an object":
+		return v.unmarshalTagged(b)
 	default:
 		return &ValueError{Want: TypeNone, Why: "a value must be a JSON bool, number or string, got " + describe(b)}
 	}
@@ -162,6 +167,32 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*v = parsed
+	return nil
+}
+
+// unmarshalTagged reads the tagged form {"type":N,"bool":..,"num":..,"text":..}
+// in which rules and envelopes were journaled before the two value types
+// became one, so that a journal written then still loads.
+func (v *Value) unmarshalTagged(b []byte) error {
+	var t struct {
+		Type *Type   `json:"type"`
+		Bool bool    `json:"bool"`
+		Num  float64 `json:"num"`
+		Text string  `json:"text"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil || t.Type == nil || *t.Type > TypeString {
+		return &ValueError{Want: TypeNone, Why: "a value must be a JSON bool, number or string, got an object"}
+	}
+	out := Value{Type: *t.Type, Bool: t.Bool, Num: t.Num, Text: t.Text}
+	if out.Type == TypeNumber && (math.IsNaN(out.Num) || math.IsInf(out.Num, 0)) {
+		return &ValueError{Want: TypeNumber, Why: "value is not a finite number"}
+	}
+	if out.isText() && (len(out.Text) > MaxStringLen || !utf8.ValidString(out.Text)) {
+		return &ValueError{Want: out.Type, Why: "text is not valid UTF-8 of at most " + strconv.Itoa(MaxStringLen) + " bytes"}
+	}
+	*v = out
 	return nil
 }
 
