@@ -222,8 +222,11 @@ func TestCommandApprovalAndRules(t *testing.T) {
 		200, `"status":"approved"`)
 	s.expect("POST", "/api/v1/approvals/"+id, "admin", `{"decision":"approve","device":"valve-1","capability":"open","value":true}`,
 		409, "approved; it can no longer be answered")
+	// The valve moves before the receipt is journaled: wait for the run's
+	// end, not for the world.
+	run := regexp.MustCompile(`"run":"(run-[0-9a-f]+)"`).FindStringSubmatch(b)[1]
 	deadline := time.Now().Add(5 * time.Second)
-	for !s.g.State().Valve {
+	for !s.g.State().Valve || !strings.Contains(s.expect("GET", "/api/v1/runs?status=ended", "viewer", "", 200, ""), run) {
 		if time.Now().After(deadline) {
 			t.Fatal("the approved command never acted")
 		}
