@@ -9,8 +9,11 @@ import (
 
 // Driver reaches devices. Implementations must be safe for concurrent use.
 // Read and Write must honour ctx: they return when it is done. A driver
-// failure is returned as an *OpError, so the runtime can tell a timeout
-// from an offline device with errors.Is.
+// failure is returned as an *OpError wrapping one of the typed outcomes
+// (outcome.go): a write that may have reached the device is
+// UnknownOutcome, never a plain error, because the runtime locks the
+// actuator only for an unknown outcome. A driver may also implement
+// HealthReporter.
 type Driver interface {
 	// Open connects the driver. It is called once, before any other method.
 	Open(ctx context.Context) error

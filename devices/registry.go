@@ -2,6 +2,7 @@ package devices
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -152,6 +153,29 @@ func (r *Registry) unsorted() []Device {
 	out := make([]Device, 0, len(r.devices))
 	for _, e := range r.devices {
 		out = append(out, e.Device)
+	}
+	return out
+}
+
+// DriverHealth is the link state of one driver.
+type DriverHealth struct {
+	Name string
+	// Reports is false for a driver that cannot tell; Err is then nil.
+	Reports bool
+	// Err is nil when the link works, or says why it does not.
+	Err error
+}
+
+// Health asks every driver that can tell for its link state, in the order
+// the drivers were added. It calls no driver with the registry's lock held.
+func (r *Registry) Health(ctx context.Context) []DriverHealth {
+	drivers := r.driverList()
+	out := make([]DriverHealth, len(drivers))
+	for i, nd := range drivers {
+		out[i].Name = nd.name
+		if hr, ok := nd.d.(HealthReporter); ok {
+			out[i].Reports, out[i].Err = true, hr.Health(ctx)
+		}
 	}
 	return out
 }

@@ -21,8 +21,6 @@ import (
 	"strings"
 
 	"github.com/shadowgate/shadowgate/access"
-	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -109,31 +107,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	defer func() { err = errors.Join(err, j.Close()) }()
 
-	reg := devices.NewRegistry()
-	var opened []devices.Driver
-	defer func() {
-		for _, d := range opened {
-			err = errors.Join(err, d.Close())
-		}
-	}()
-	for _, dc := range cfg.Drivers {
-		var devs []devices.Device
-		for _, d := range cfg.Devices {
-			if d.Driver == dc.Name {
-				devs = append(devs, d)
-			}
-		}
-		drv, err := newDriver(dc, devs, cfg.Sim[dc.Name], stateDir)
-		if err != nil {
-			return fmt.Errorf("driver %s: %w", dc.Name, err)
-		}
-		if err := drv.Open(ctx); err != nil {
-			return fmt.Errorf("opening driver %s: %w", dc.Name, err)
-		}
-		opened = append(opened, drv)
-		if err := reg.Add(dc.Name, drv); err != nil {
-			return err
-		}
+	reg, closeDrivers, err := openDrivers(ctx, cfg, stateDir)
+	defer func() { err = errors.Join(err, closeDrivers()) }()
+	if err != nil {
+		return err
 	}
 
 	eng, err := runtime.New(ctx, runtime.Options{
@@ -289,18 +266,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 	<-logged
 	log.Info("gateway stopped")
 	return runErr
-}
-
-func newDriver(dc DriverConfig, devs []devices.Device, so sim.Options, stateDir string) (devices.Driver, error) {
-	switch dc.Type {
-	case "sim":
-		so.Devices = devs
-		if so.StateFile != "" && !filepath.IsAbs(so.StateFile) {
-			so.StateFile = filepath.Join(stateDir, so.StateFile)
-		}
-		return sim.New(so)
-	}
-	return nil, fmt.Errorf("unknown driver type %q", dc.Type)
 }
 
 // logEvent writes one journal event as a readable log line. Readings are
