@@ -189,3 +189,9 @@ type CheckpointBody struct {
 	// Key names the signing key (the note's key name and hash).
 	Key string `json:"key"`
 }
+
+// DriverHealth reports the link state of every driver, for /readyz and
+// the Devices page. Drivers that cannot tell are listed with Reports false.
+func (e *Engine) DriverHealth(ctx context.Context) []devices.DriverHealth {
+	return e.reg.Health(ctx)
+}
