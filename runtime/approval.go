@@ -113,11 +113,8 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 	}
 	p.rec.Status = status
 	rec := p.rec
-	body := map[string]any{"approval": id, "decision": a.Decision, "by": a.By, "person": e.person(a.By), "reason": a.Reason,
-		"status": status, "device": rec.Device, "capability": rec.Capability, "rule": rec.Answers[len(rec.Answers)-1].Rule}
-	if ruleWhy != "" {
-		body["rule_why"] = ruleWhy
-	}
+	body := AnsweredBody{Approval: id, Decision: a.Decision, By: a.By, Person: e.person(a.By), Reason: a.Reason,
+		Status: status, Device: rec.Device, Capability: rec.Capability, Rule: rec.Answers[len(rec.Answers)-1].Rule, RuleWhy: ruleWhy}
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalAnswered, Run: rec.Run, Step: rec.Step, Device: rec.Device}, body,
 		func(en *Entry) { en.Approval = &rec }); err != nil {
 		p.rec = saved
@@ -226,7 +223,7 @@ func (e *Engine) closeLocked(ctx context.Context, p *pending, status ApprovalSta
 	p.rec.Status = status
 	rec := p.rec
 	_, _ = e.commit(ctx, Sync, Event{Kind: kind, Run: rec.Run, Step: rec.Step, Device: rec.Device},
-		map[string]any{"approval": rec.ID, "status": status, "why": why, "device": rec.Device, "capability": rec.Capability},
+		ClosedBody{Approval: rec.ID, Status: status, Why: why, Device: rec.Device, Capability: rec.Capability},
 		func(en *Entry) { en.Approval = &rec })
 	delete(e.byTarget, ref(rec.Device, rec.Capability))
 	close(p.decided)
@@ -359,8 +356,8 @@ func (e *Engine) applyModeLocked(ctx context.Context, name, by, reason string) {
 	}
 	from := e.mode.Name
 	rec := next
-	if _, err := e.commit(ctx, Sync, Event{Kind: KindModeChanged}, map[string]any{"from": from, "to": name, "by": by,
-		"reason": reason, "expires": next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil {
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindModeChanged}, ModeChangedBody{From: from, To: name, By: by,
+		Reason: reason, Expires: next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil {
 		// An unjournaled widening must not take effect; a narrowing still
 		// does, because narrowing is always safe.
 		if m.SwitchWidens(e.modes[from]) != "" {
@@ -405,7 +402,7 @@ func (e *Engine) RevokeRule(ctx context.Context, id, by string) error {
 	rr.Revoked, rr.RevokedBy = true, by
 	rec := rr
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindRuleRevoked, Device: rr.Rule.Device},
-		map[string]any{"rule": id, "by": by}, func(en *Entry) { en.Rule = &rec }); err != nil {
+		RuleRevokedBody{Rule: id, By: by}, func(en *Entry) { en.Rule = &rec }); err != nil {
 		return err
 	}
 	delete(e.rules, id)

@@ -13,11 +13,11 @@ import (
 func (e *Engine) execute(ctx context.Context, r *run) {
 	rec := r.record()
 	from := 0
-	body := map[string]any{"plan": rec.Plan, "principal": rec.Principal, "origin": rec.Origin, "request_id": rec.RequestID, "reason": rec.Reason}
+	body := StartedBody{Plan: rec.Plan, Principal: rec.Principal, Origin: rec.Origin, RequestID: rec.RequestID, Reason: rec.Reason}
 	if r.parked != "" {
 		// Restored after a restart: carry on at the parked step.
 		from = rec.Step - 1
-		body["resumed_at_step"], body["approval"] = rec.Step, r.parked
+		body.ResumedAtStep, body.Approval = rec.Step, r.parked
 	}
 	_, _ = e.commit(ctx, Async, Event{Kind: KindStarted, Run: rec.ID}, body, func(en *Entry) { en.Run = &rec })
 	end, why := EndCompleted, ""
@@ -63,8 +63,8 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 	}
 	final := r.end(end, why, e.now)
 	// The run's own context may be cancelled; its end is still recorded.
-	_, _ = e.commit(context.WithoutCancel(ctx), Async, Event{Kind: KindEnded, Run: final.ID}, map[string]any{
-		"end": final.End, "why": final.Why, "steps": final.Steps, "actuations": final.Actuations, "spent": final.Spent.String(),
+	_, _ = e.commit(context.WithoutCancel(ctx), Async, Event{Kind: KindEnded, Run: final.ID}, EndedBody{
+		End: final.End, Why: final.Why, Steps: final.Steps, Actuations: final.Actuations, Spent: final.Spent.String(),
 	}, func(en *Entry) { en.Run = &final })
 	r.ensureFirst(Observation{Kind: Failed, Run: final.ID, Why: "run ended before its first step: " + why})
 	e.forgetRun(r)

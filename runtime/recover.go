@@ -107,9 +107,9 @@ func (e *Engine) recoverAttemptLocked(ctx context.Context, a Attempt) {
 	}
 	a.Updated = e.now()
 	rec := a
-	_, err := e.commit(ctx, Sync, Event{Kind: KindRecovered, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
-		"attempt": a.ID, "key": a.Key, "from": from, "to": a.State, "why": a.Why, "device": a.Device, "capability": a.Capability,
-		"value": a.Value,
+	_, err := e.commit(ctx, Sync, Event{Kind: KindRecovered, Run: a.Run, Step: a.Step, Device: a.Device}, RecoveredBody{
+		Attempt: a.ID, Key: a.Key, From: from, To: a.State, Why: a.Why, Device: a.Device, Capability: a.Capability,
+		Value: a.Value,
 	}, func(en *Entry) { en.Attempt = &rec })
 	if a.State != AttemptUnknown {
 		return
@@ -117,9 +117,9 @@ func (e *Engine) recoverAttemptLocked(ctx context.Context, a Attempt) {
 	// Locked even if the journal could not record it: fail closed.
 	e.locked[target] = a
 	if err == nil {
-		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
-			"device": a.Device, "capability": a.Capability, "attempt": a.ID,
-			"why": target + " is locked: attempt " + a.ID + " was executing when the gateway stopped",
+		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: a.Run, Step: a.Step, Device: a.Device}, AlarmBody{
+			Device: a.Device, Capability: a.Capability, Attempt: a.ID,
+			Why: target + " is locked: attempt " + a.ID + " was executing when the gateway stopped",
 		}, nil)
 	}
 	e.log.Warn("actuator locked: an actuation was cut short", "device_id", a.Device, "capability", a.Capability, "attempt", a.ID)
@@ -162,8 +162,8 @@ func (e *Engine) resumeRunLocked(rr RunRecord, ap Approval) (*run, string) {
 func (e *Engine) endRunLocked(ctx context.Context, rr RunRecord, why string) {
 	rr.Status, rr.End, rr.Why, rr.EndedAt = RunEnded, EndFailed, why, e.now()
 	rec := rr
-	_, _ = e.commit(ctx, Sync, Event{Kind: KindEnded, Run: rr.ID}, map[string]any{
-		"end": rr.End, "why": why, "steps": rr.Steps, "actuations": rr.Actuations, "spent": rr.Spent.String(),
+	_, _ = e.commit(ctx, Sync, Event{Kind: KindEnded, Run: rr.ID}, EndedBody{
+		End: rr.End, Why: why, Steps: rr.Steps, Actuations: rr.Actuations, Spent: rr.Spent.String(),
 	}, func(en *Entry) { en.Run = &rec })
 }
 
@@ -202,8 +202,8 @@ func (e *Engine) reconcile(ctx context.Context) {
 
 func (e *Engine) stayLocked(ctx context.Context, a Attempt, why string) {
 	why += "; " + ref(a.Device, a.Capability) + " stays locked until an admin resolves attempt " + a.ID
-	_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
-		"device": a.Device, "capability": a.Capability, "attempt": a.ID, "why": why,
+	_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: a.Run, Step: a.Step, Device: a.Device}, AlarmBody{
+		Device: a.Device, Capability: a.Capability, Attempt: a.ID, Why: why,
 	}, nil)
 	e.log.Warn("actuator stays locked", "device_id", a.Device, "capability", a.Capability, "attempt", a.ID, "why", why)
 }
@@ -239,9 +239,9 @@ func (e *Engine) settleLocked(ctx context.Context, a Attempt, by, why string, ob
 func (e *Engine) settleFoundLocked(ctx context.Context, a Attempt, by, why string, found Found, observed *value.Value, state *Receipt) error {
 	a.State, a.Why, a.Updated = AttemptReconciled, why, e.now()
 	rec := a
-	if _, err := e.commit(ctx, Sync, Event{Kind: KindReconciled, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
-		"attempt": a.ID, "key": a.Key, "device": a.Device, "capability": a.Capability, "value": a.Value,
-		"found": found, "observed": observed, "by": by, "why": why,
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindReconciled, Run: a.Run, Step: a.Step, Device: a.Device}, ReconciledBody{
+		Attempt: a.ID, Key: a.Key, Device: a.Device, Capability: a.Capability, Value: a.Value,
+		Found: found, Observed: observed, By: by, Why: why,
 	}, func(en *Entry) {
 		en.Attempt = &rec
 		if state != nil {

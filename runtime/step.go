@@ -118,19 +118,10 @@ func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, 
 	}
 	base.Kind = Completed
 	base.Reading = &rd
-	_, _ = e.commit(ctx, Async, Event{Kind: KindObserved, Run: runID, Step: step, Device: device}, observedBody{
+	_, _ = e.commit(ctx, Async, Event{Kind: KindObserved, Run: runID, Step: step, Device: device}, ObservedBody{
 		Device: device, Capability: capability, Value: rd.Value, Quality: rd.Quality.String(), At: rd.At, Principal: principal,
 	}, func(en *Entry) { en.State = &StateRecord{Device: device, Capability: capability, Reading: &rd} })
 	return base
-}
-
-type observedBody struct {
-	Device     string      `json:"device"`
-	Capability string      `json:"capability"`
-	Value      value.Value `json:"value"`
-	Quality    string      `json:"quality"`
-	At         time.Time   `json:"at"`
-	Principal  string      `json:"principal"`
 }
 
 // driverRead reads with the driver timeout and records the reading.
@@ -160,7 +151,7 @@ func (e *Engine) refresh(ctx context.Context) {
 		} else {
 			e.facts.markDevice(ch.Device)
 		}
-		_, _ = e.commit(ctx, Sync, Event{Kind: kind, Device: ch.Device}, map[string]string{"device": ch.Device}, nil)
+		_, _ = e.commit(ctx, Sync, Event{Kind: kind, Device: ch.Device}, DeviceBody{Device: ch.Device}, nil)
 	}
 }
 
@@ -180,27 +171,16 @@ func (e *Engine) lookupTarget(ctx context.Context, base Observation) (devices.En
 func (e *Engine) failed(ctx context.Context, base Observation, why string) Observation {
 	base.Kind, base.Why = Failed, why
 	_, _ = e.commit(ctx, Async, Event{Kind: KindFailed, Run: base.Run, Step: base.Step, Device: base.Device},
-		map[string]any{"device": base.Device, "capability": base.Capability, "error": why}, nil)
+		FailedBody{Device: base.Device, Capability: base.Capability, Error: why}, nil)
 	return base
 }
 
 func (e *Engine) refused(ctx context.Context, base Observation, v governance.Verdict) Observation {
 	base.Kind, base.Why, base.Stage, base.Mode, base.Rule = Refused, v.Why, v.Stage.String(), v.Mode, v.Rule
-	_, _ = e.commit(ctx, Async, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, refusedBody{
+	_, _ = e.commit(ctx, Async, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, RefusedBody{
 		Device: base.Device, Capability: base.Capability, Why: v.Why, Stage: v.Stage.String(), Mode: v.Mode, Rule: v.Rule, Interlock: v.Interlock,
 	}, nil)
 	return base
-}
-
-type refusedBody struct {
-	Device     string       `json:"device,omitempty"`
-	Capability string       `json:"capability,omitempty"`
-	Value      *value.Value `json:"value,omitempty"`
-	Why        string       `json:"why"`
-	Stage      string       `json:"stage"`
-	Mode       string       `json:"mode,omitempty"`
-	Rule       string       `json:"rule,omitempty"`
-	Interlock  string       `json:"interlock,omitempty"`
 }
 
 // gather brings the readings behind interlocks up to date: a sensor whose

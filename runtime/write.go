@@ -219,7 +219,7 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	e.setReceipt(target, *rc)
 	if rc.Confirmation == Contradicted {
 		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: base.Run, Step: w.step, Device: w.device},
-			map[string]any{"device": w.device, "capability": w.capability, "why": rc.Detail, "attempt": a.ID}, nil)
+			AlarmBody{Device: w.device, Capability: w.capability, Why: rc.Detail, Attempt: a.ID}, nil)
 		e.log.Warn("actuation contradicted", "device_id", w.device, "capability", w.capability, "detail", rc.Detail)
 	}
 	base.Kind, base.Receipt = Acted, rc
@@ -238,8 +238,8 @@ func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c 
 	rc.Driver, rc.At = cause.Error(), e.now()
 	a.Receipt = rc
 	rec := a
-	_, _ = e.commit(ctx, Sync, Event{Kind: KindFailed, Run: a.Run, Step: a.Step, Device: a.Device}, map[string]any{
-		"device": a.Device, "capability": a.Capability, "attempt": a.ID, "state": a.State, "error": a.Why,
+	_, _ = e.commit(ctx, Sync, Event{Kind: KindFailed, Run: a.Run, Step: a.Step, Device: a.Device}, FailedBody{
+		Device: a.Device, Capability: a.Capability, Attempt: a.ID, State: a.State, Error: a.Why, Outcome: devices.OutcomeUnknown.String(),
 	}, func(en *Entry) { en.Attempt = &rec })
 	e.lockTarget(target, a) // locked even if that record could not be written: fail closed
 	if c.ReadBack {
@@ -287,9 +287,9 @@ func (e *Engine) lockTarget(target string, a Attempt) {
 	e.locked[target] = a
 }
 
-func attemptBody(a *Attempt) map[string]any {
-	return map[string]any{"attempt": a.ID, "key": a.Key, "state": a.State, "device": a.Device,
-		"capability": a.Capability, "value": a.Value, "principal": a.Principal, "authorization": a.Authorization}
+func attemptBody(a *Attempt) AttemptBody {
+	return AttemptBody{Attempt: a.ID, Key: a.Key, State: a.State, Device: a.Device,
+		Capability: a.Capability, Value: a.Value, Principal: a.Principal, Authorization: a.Authorization}
 }
 
 // failedQuiet is a failure that cannot be journaled (the journal is what failed).
@@ -304,7 +304,7 @@ func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governanc
 		v.Outcome = governance.Refuse
 	}
 	base.Kind, base.Why, base.Stage, base.Mode, base.Rule = Refused, v.Why, v.Stage.String(), v.Mode, v.Rule
-	_, _ = e.commit(ctx, Async, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, refusedBody{
+	_, _ = e.commit(ctx, Async, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, RefusedBody{
 		Device: base.Device, Capability: base.Capability, Value: &value, Why: v.Why, Stage: v.Stage.String(),
 		Mode: v.Mode, Rule: v.Rule, Interlock: v.Interlock,
 	}, nil)
