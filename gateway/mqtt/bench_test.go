@@ -132,6 +132,9 @@ func BenchmarkFanIn(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			if err := br.Listen(); err != nil {
+				b.Fatal(err)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- br.Run(ctx) }()
@@ -164,6 +167,9 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 	users, _ := access.NewUsers([]access.User{{Name: "bench", Role: access.Operator, Hash: h}})
 	br, err := New(eng, Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, CommandsPerMinute: 1 << 30, CommandBurst: 1 << 30})
 	if err != nil {
+		b.Fatal(err)
+	}
+	if err := br.Listen(); err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

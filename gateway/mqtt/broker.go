@@ -14,7 +14,6 @@ import (
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/access"
@@ -112,9 +111,14 @@ type Broker struct {
 	// parked are the runs of MQTT commands restored waiting for approval.
 	parked []runtime.RunRecord
 
-	// mu guards addrs and stopping.
+	// listenOnce makes Listen bind once; listenErr is its result.
+	listenOnce sync.Once
+	listenErr  error
+
+	// mu guards addrs, phase and stopping.
 	mu       sync.Mutex
 	addrs    map[string]string
+	phase    int // phaseNew, phaseListening, phaseRunning or phaseClosed
 	stopping bool
 }
 
@@ -128,7 +132,8 @@ func (b *Broker) spawn(fn func()) {
 	b.wg.Go(fn)
 }
 
-// New builds the broker and binds its listeners; Start serves.
+// New builds the broker without binding a port: Listen binds its
+// listeners and Run serves.
 func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 	opts.setDefaults()
 	if !strings.HasSuffix(opts.Prefix, "/") || strings.ContainsAny(opts.Prefix, "#+") {
@@ -159,44 +164,41 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
 		return nil, fmt.Errorf("adding the broker hook: %w", err)
 	}
-	add := func(l listeners.Listener, kind string) error {
-		if err := b.srv.AddListener(l); err != nil {
-			return fmt.Errorf("mqtt %s listener: %w", kind, err)
-		}
-		b.addrs[kind] = l.Address()
-		return nil
-	}
-	var err error
-	if opts.Listen != "" {
-		err = errors.Join(err, add(listeners.NewTCP(listeners.Config{ID: "tcp", Address: opts.Listen}), "tcp"))
-	}
-	if opts.TLSListen != "" {
-		if opts.TLS == nil {
-			return nil, errors.New("mqtt tls listener without a certificate")
-		}
-		err = errors.Join(err, add(listeners.NewTCP(listeners.Config{ID: "tls", Address: opts.TLSListen, TLSConfig: opts.TLS}), "tls"))
-	}
-	if opts.WebsocketListen != "" {
-		err = errors.Join(err, add(listeners.NewWebsocket(listeners.Config{ID: "ws", Address: opts.WebsocketListen}), "ws"))
-	}
-	if err != nil {
-		_ = b.srv.Close()
-		return nil, err
+	if opts.TLSListen != "" && opts.TLS == nil {
+		return nil, errors.New("mqtt tls listener without a certificate")
 	}
 	return b, nil
 }
 
-// Addr returns the bound address of a listener: "tcp", "tls" or "ws".
+// Addr returns the bound address of a listener, "tcp", "tls" or "ws",
+// once Listen has bound it, or "".
 func (b *Broker) Addr(kind string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.addrs[kind]
 }
 
-// Run serves until ctx is done, then closes every client and waits for
-// the broker's goroutines. It publishes the retained state and pending
-// approvals first, then follows the journal.
+// Run serves until ctx is done, then closes every client and the
+// listeners, and waits for the broker's goroutines. It calls Listen if
+// nobody did, and returns its error. It publishes the retained state and
+// pending approvals first, then follows the journal. Run may be called
+// once.
 func (b *Broker) Run(ctx context.Context) error {
+	if err := b.Listen(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	phase := b.phase
+	if phase == phaseListening {
+		b.phase = phaseRunning
+	}
+	b.mu.Unlock()
+	switch phase {
+	case phaseClosed:
+		return ErrClosed
+	case phaseRunning:
+		return errors.New("mqtt broker already running")
+	}
 	b.ctx, b.cancel = context.WithCancel(ctx)
 	defer b.cancel()
 	since := b.eng.RestoredSeq()

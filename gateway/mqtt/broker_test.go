@@ -76,9 +76,11 @@ func greenhouse() []devices.Device {
 	}
 }
 
-func startGW(t testing.TB, o gwOptions) *testGW {
+// testEngine builds an engine on a journal in dir (a new one if empty)
+// and the simulated greenhouse, and the users of the tests. Its caller
+// runs the engine and closes the journal.
+func testEngine(t testing.TB, dir string) (*runtime.Engine, *sim.Greenhouse, *journal.DB, *access.Users) {
 	t.Helper()
-	dir := o.dir
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -121,6 +123,12 @@ func startGW(t testing.TB, o gwOptions) *testGW {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return eng, g, j, users
+}
+
+func startGW(t testing.TB, o gwOptions) *testGW {
+	t.Helper()
+	eng, g, j, users := testEngine(t, o.dir)
 	opts := Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, Anonymous: o.anonymous,
 		CommandBurst: o.burst, CommandsPerMinute: o.perMinute, MaxPayload: 4096, TLS: o.tls, WebsocketListen: o.websocket, MaxClients: o.maxClients}
 	if o.tls != nil {
@@ -128,6 +136,9 @@ func startGW(t testing.TB, o gwOptions) *testGW {
 	}
 	b, err := New(eng, opts)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Listen(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
