@@ -1,10 +1,9 @@
 package runtime
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +51,9 @@ func (e *ClosedError) Is(target error) bool { return target == ErrApprovalClosed
 // acts. A rule asked for with ApproveAndRule is made only once the approval
 // is approved and as many people as it required asked for the rule; it gets
 // the narrowest terms they asked for.
+//
+// The answer takes effect only once it is journaled; until then the
+// approval stands as it was, and no other step waits for the journal.
 func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, error) {
 	if a.By == "" {
 		return Approval{}, fmt.Errorf("an answer must name who gives it: %w", ErrNotPermitted)
@@ -61,79 +63,112 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 	default:
 		return Approval{}, fmt.Errorf("unknown decision %q (want approve, deny or approve_and_rule)", a.Decision)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, ok := e.approvals[id]
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	p, ok := e.pendingByID(id)
 	if !ok {
 		return Approval{}, fmt.Errorf("approval %s: %w", id, ErrApprovalNotFound)
 	}
 	now := e.now()
-	if p.rec.Status == ApprovalPending && !now.Before(p.rec.Expires) {
-		e.closeLocked(ctx, p, ApprovalExpired, KindApprovalExpired, "")
+	if cur := e.approvalRecord(p); cur.Status == ApprovalPending && !now.Before(cur.Expires) {
+		e.closeDecided(ctx, p, ApprovalExpired, KindApprovalExpired, "")
 	}
-	if p.rec.Status != ApprovalPending {
-		return p.rec, &ClosedError{ID: id, Status: p.rec.Status}
+	next, terms, rule, ruleWhy, err := e.answered(p, a, now)
+	if err != nil {
+		return next, err
 	}
-	if a.Decision != Deny {
-		if err := e.mayApproveLocked(&p.rec, a); err != nil {
-			return p.rec, err
-		}
-	}
-	if a.Decision == ApproveAndRule && p.rec.Kind != "actuation" {
-		return p.rec, fmt.Errorf("approval %s: a rule can only be added for an actuation, not a %s", id, p.rec.Kind)
-	}
-	ans := AnswerRecord{By: a.By, Decision: a.Decision, Reason: a.Reason, At: now}
-	saved := p.rec
-	p.rec.Answers = append(slices.Clip(p.rec.Answers), ans)
-	status := ApprovalPending
-	switch {
-	case a.Decision == Deny:
-		status = ApprovalDenied
-	case len(p.rec.Answers) >= max(1, p.rec.Required):
-		status = ApprovalApproved
-		p.rec.Authorization = &Authorization{ID: newID("auth"),
-			Digest: digest(p.rec.Device, p.rec.Capability, p.rec.Value, p.rec.Principal, p.rec.Key), ValidUntil: now.Add(e.opts.OperateWithin)}
-	}
-	var rule *RuleRecord
-	ruleWhy := ""
-	if a.Decision == ApproveAndRule {
-		if p.terms == nil {
-			p.terms = map[string]ruleTerms{}
-		}
-		p.terms[a.By] = termsOf(a)
-		switch {
-		case status != ApprovalApproved:
-			ruleWhy = "the rule waits for " + strconv.Itoa(max(1, p.rec.Required)) + " people to approve"
-		default:
-			rule, ruleWhy = e.agreedRule(p, now)
-		}
-		if rule != nil {
-			p.rec.Answers[len(p.rec.Answers)-1].Rule = rule.Rule.ID
-		}
-	}
-	p.rec.Status = status
-	rec := p.rec
 	body := AnsweredBody{Approval: id, Decision: a.Decision, By: a.By, Person: e.person(a.By), Reason: a.Reason,
-		Status: status, Device: rec.Device, Capability: rec.Capability, Rule: rec.Answers[len(rec.Answers)-1].Rule, RuleWhy: ruleWhy}
+		Status: next.Status, Device: next.Device, Capability: next.Capability, Rule: next.Answers[len(next.Answers)-1].Rule, RuleWhy: ruleWhy}
+	rec := next
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalAnswered, Run: rec.Run, Step: rec.Step, Device: rec.Device}, body,
 		func(en *Entry) { en.Approval = &rec }); err != nil {
-		p.rec = saved
-		delete(p.terms, a.By)
-		return p.rec, err
+		return e.approvalRecord(p), err
 	}
+	e.settleAnswer(p, next, terms)
 	if rule != nil {
-		if err := e.addRuleLocked(ctx, *rule); err != nil {
+		if err := e.addRule(ctx, *rule); err != nil {
 			e.log.Error("rule not added", "rule", rule.Rule.ID, "error", err)
 		}
 	}
-	if status != ApprovalPending {
-		delete(e.byTarget, ref(rec.Device, rec.Capability))
-		close(p.decided)
-		if rec.Kind == "mode_change" && status == ApprovalApproved {
-			e.applyModeLocked(ctx, rec.Mode, a.By, "approved "+id)
+	if next.Kind == "mode_change" && next.Status == ApprovalApproved {
+		e.applyMode(ctx, next.Mode, a.By, "approved "+id)
+	}
+	return next, nil
+}
+
+// answered returns what the approval of p becomes with answer a, and the
+// rule terms of its people, without changing p; or why a may not answer.
+// On an error the approval is returned as it stands.
+func (e *Engine) answered(p *pending, a Answer, now time.Time) (Approval, map[string]ruleTerms, *RuleRecord, string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	next := p.rec
+	if next.Status != ApprovalPending {
+		return next, nil, nil, "", &ClosedError{ID: next.ID, Status: next.Status}
+	}
+	if a.Decision != Deny {
+		if err := e.mayApproveLocked(&next, a); err != nil {
+			return p.rec, nil, nil, "", err
 		}
 	}
-	return rec, nil
+	if a.Decision == ApproveAndRule && next.Kind != "actuation" {
+		return p.rec, nil, nil, "", fmt.Errorf("approval %s: a rule can only be added for an actuation, not a %s", next.ID, next.Kind)
+	}
+	next.Answers = append(slices.Clip(next.Answers), AnswerRecord{By: a.By, Decision: a.Decision, Reason: a.Reason, At: now})
+	next.Status = ApprovalPending
+	switch {
+	case a.Decision == Deny:
+		next.Status = ApprovalDenied
+	case len(next.Answers) >= max(1, next.Required):
+		next.Status = ApprovalApproved
+		next.Authorization = &Authorization{ID: newID("auth"),
+			Digest: digest(next.Device, next.Capability, next.Value, next.Principal, next.Key), ValidUntil: now.Add(e.opts.OperateWithin)}
+	}
+	terms := p.terms
+	var rule *RuleRecord
+	ruleWhy := ""
+	if a.Decision == ApproveAndRule {
+		terms = maps.Clone(p.terms)
+		if terms == nil {
+			terms = map[string]ruleTerms{}
+		}
+		terms[a.By] = termsOf(a)
+		switch {
+		case next.Status != ApprovalApproved:
+			ruleWhy = "the rule waits for " + strconv.Itoa(max(1, next.Required)) + " people to approve"
+		default:
+			rule, ruleWhy = e.agreedRule(&next, terms, now)
+		}
+		if rule != nil {
+			next.Answers[len(next.Answers)-1].Rule = rule.Rule.ID
+		}
+	}
+	return next, terms, rule, ruleWhy, nil
+}
+
+// settleAnswer puts a journaled answer in force: the approval becomes
+// next and, once decided, wakes the run that waits for it.
+func (e *Engine) settleAnswer(p *pending, next Approval, terms map[string]ruleTerms) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p.rec, p.terms = next, terms
+	if next.Status != ApprovalPending {
+		e.unfileLocked(p)
+	}
+}
+
+// unfileLocked forgets p as its actuator's pending approval and wakes its
+// run. e.mu must be held.
+func (e *Engine) unfileLocked(p *pending) {
+	target := ref(p.rec.Device, p.rec.Capability)
+	if e.byTarget[target] == p.rec.ID {
+		delete(e.byTarget, target)
+	}
+	select {
+	case <-p.decided:
+	default:
+		close(p.decided)
+	}
 }
 
 // mayApproveLocked says why a may not approve ap, or returns nil. It also
@@ -183,16 +218,15 @@ func termsOf(a Answer) ruleTerms {
 // agreedRule returns the rule the people who approved ap agreed on, or nil
 // and why there is none: a rule stands for future acts like this one, so as
 // many people as the act required must have asked for it. Its terms are the
-// narrowest any of them asked for. e.mu must be held.
-func (e *Engine) agreedRule(p *pending, now time.Time) (*RuleRecord, string) {
-	ap := &p.rec
+// narrowest any of them asked for. terms holds the terms each asked for.
+func (e *Engine) agreedRule(ap *Approval, terms map[string]ruleTerms, now time.Time) (*RuleRecord, string) {
 	var by, reasons []string
 	t := ruleTerms{For: e.opts.MaxRuleTTL, AnyValue: true}
 	for _, ans := range ap.Answers {
 		if ans.Decision != ApproveAndRule {
 			continue
 		}
-		at, ok := p.terms[ans.By]
+		at, ok := terms[ans.By]
 		if !ok {
 			at = narrowestTerms
 		}
@@ -215,44 +249,37 @@ func (e *Engine) agreedRule(p *pending, now time.Time) (*RuleRecord, string) {
 	return &RuleRecord{Rule: r, MadeAt: now}, ""
 }
 
-// closeLocked ends a pending approval without approval. e.mu must be held.
-func (e *Engine) closeLocked(ctx context.Context, p *pending, status ApprovalStatus, kind Kind, why string) {
-	if p.rec.Status != ApprovalPending {
+// closeDecided ends a pending approval without approval. The approval is
+// closed even if the journal cannot record it: a request nobody can answer
+// must not hold its run. e.decide must be held.
+func (e *Engine) closeDecided(ctx context.Context, p *pending, status ApprovalStatus, kind Kind, why string) {
+	rec := e.approvalRecord(p)
+	if rec.Status != ApprovalPending {
 		return
 	}
-	p.rec.Status = status
-	rec := p.rec
+	rec.Status = status
 	_, _ = e.commit(ctx, Sync, Event{Kind: kind, Run: rec.Run, Step: rec.Step, Device: rec.Device},
 		ClosedBody{Approval: rec.ID, Status: status, Why: why, Device: rec.Device, Capability: rec.Capability},
 		func(en *Entry) { en.Approval = &rec })
-	delete(e.byTarget, ref(rec.Device, rec.Capability))
-	close(p.decided)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p.rec = rec
+	e.unfileLocked(p)
 }
 
 func (e *Engine) expire(ctx context.Context, id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p, ok := e.approvals[id]; ok {
-		e.closeLocked(ctx, p, ApprovalExpired, KindApprovalExpired, "unanswered")
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	if p, ok := e.pendingByID(id); ok {
+		e.closeDecided(ctx, p, ApprovalExpired, KindApprovalExpired, "unanswered")
 	}
 }
 
 func (e *Engine) supersede(ctx context.Context, id, why string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p, ok := e.approvals[id]; ok {
-		e.closeLocked(ctx, p, ApprovalSuperseded, KindApprovalAnswered, why)
-	}
-}
-
-func (e *Engine) expireModeApprovals(ctx context.Context) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.now()
-	for _, p := range e.approvals {
-		if p.rec.Kind == "mode_change" && p.rec.Status == ApprovalPending && !now.Before(p.rec.Expires) {
-			e.closeLocked(ctx, p, ApprovalExpired, KindApprovalExpired, "unanswered")
-		}
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	if p, ok := e.pendingByID(id); ok {
+		e.closeDecided(ctx, p, ApprovalSuperseded, KindApprovalAnswered, why)
 	}
 }
 
@@ -286,167 +313,4 @@ func (e *Engine) approvalsWhere(keep func(ApprovalStatus) bool) []Approval {
 		}
 	}
 	return out
-}
-
-// Mode returns the mode in force.
-func (e *Engine) Mode(ctx context.Context) ModeRecord {
-	e.currentMode(ctx)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.mode
-}
-
-// currentMode returns the name of the mode in force, falling back to
-// supervised when a mode's max_duration has run out.
-func (e *Engine) currentMode(ctx context.Context) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.mode.Expires.IsZero() && !e.now().Before(e.mode.Expires) {
-		e.applyModeLocked(ctx, governance.ModeSupervised, "gateway", e.mode.Name+" reached its max_duration")
-	}
-	return e.mode.Name
-}
-
-func (e *Engine) modeByName(name string) governance.Mode {
-	if m, ok := e.policy.Load().Modes[name]; ok {
-		return m
-	}
-	return governance.Mode{ApprovalsRequired: 1}
-}
-
-// SetMode changes the mode. Narrowing (or staying) takes effect at once.
-// Widening asks: it returns a pending approval that only an admin may
-// answer. An unknown mode is refused.
-func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeRecord, *Approval, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	target, ok := e.modes[name]
-	if !ok {
-		return e.mode, nil, fmt.Errorf("mode %q: %w", name, ErrUnknownMode)
-	}
-	cur := e.modes[e.mode.Name]
-	if target.SwitchWidens(cur) == "" {
-		e.applyModeLocked(ctx, name, by, reason)
-		return e.mode, nil, nil
-	}
-	for _, p := range e.approvals {
-		if p.rec.Kind == "mode_change" && p.rec.Status == ApprovalPending {
-			return e.mode, nil, errors.New("a mode change to " + p.rec.Mode + " is already pending as " + p.rec.ID)
-		}
-	}
-	now := e.now()
-	ap := Approval{ID: newID("apr"), Kind: "mode_change", Mode: name, Principal: by, Origin: "mode", Reason: reason,
-		Why: "mode " + name + " is wider than " + cur.Name + ": " + target.SwitchWidens(cur), Stage: "mode",
-		Required: max(1, cur.ApprovalsRequired, target.ApprovalsRequired), AdminOnly: true, RequestedAt: now, Expires: now.Add(e.opts.ApprovalTimeout), Status: ApprovalPending}
-	rec := ap
-	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested}, &rec, func(en *Entry) { en.Approval = &rec }); err != nil {
-		return e.mode, nil, err
-	}
-	e.approvals[ap.ID] = &pending{rec: ap, decided: make(chan struct{})}
-	return e.mode, &rec, nil
-}
-
-// applyModeLocked switches the mode and journals it. e.mu must be held.
-func (e *Engine) applyModeLocked(ctx context.Context, name, by, reason string) {
-	m := e.modes[name]
-	now := e.now()
-	next := ModeRecord{Name: name, Since: now, By: by}
-	if m.MaxDuration > 0 {
-		next.Expires = now.Add(m.MaxDuration)
-	}
-	from := e.mode.Name
-	rec := next
-	if _, err := e.commit(ctx, Sync, Event{Kind: KindModeChanged}, ModeChangedBody{From: from, To: name, By: by,
-		Reason: reason, Expires: next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil {
-		// An unjournaled widening must not take effect; a narrowing still
-		// does, because narrowing is always safe.
-		if m.SwitchWidens(e.modes[from]) != "" {
-			return
-		}
-	}
-	e.mode = next
-}
-
-// Modes returns every known mode, sorted by name.
-func (e *Engine) Modes() []governance.Mode {
-	out := make([]governance.Mode, 0, len(e.modes))
-	for _, m := range e.modes {
-		out = append(out, m)
-	}
-	slices.SortFunc(out, func(a, b governance.Mode) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
-
-// addRuleLocked journals a rule and puts it in force. e.mu must be held.
-func (e *Engine) addRuleLocked(ctx context.Context, rr RuleRecord) error {
-	if err := rr.Rule.Validate(); err != nil {
-		return err
-	}
-	rec := rr
-	if _, err := e.commit(ctx, Sync, Event{Kind: KindRuleAdded, Device: rr.Rule.Device}, &rec, func(en *Entry) { en.Rule = &rec }); err != nil {
-		return err
-	}
-	e.rules[rr.Rule.ID] = rr
-	e.rebuildPolicyLocked()
-	return nil
-}
-
-// RevokeRule ends a rule at once.
-func (e *Engine) RevokeRule(ctx context.Context, id, by string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rr, ok := e.rules[id]
-	if !ok {
-		return fmt.Errorf("rule %s: %w", id, ErrRuleNotFound)
-	}
-	rr.Revoked, rr.RevokedBy = true, by
-	rec := rr
-	if _, err := e.commit(ctx, Sync, Event{Kind: KindRuleRevoked, Device: rr.Rule.Device},
-		RuleRevokedBody{Rule: id, By: by}, func(en *Entry) { en.Rule = &rec }); err != nil {
-		return err
-	}
-	delete(e.rules, id)
-	e.rebuildPolicyLocked()
-	return nil
-}
-
-// Rules returns the rules in force, newest first.
-func (e *Engine) Rules() []RuleRecord {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.now()
-	var out []RuleRecord
-	for _, r := range e.rules {
-		if r.Rule.Active(now) {
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b RuleRecord) int { return b.MadeAt.Compare(a.MadeAt) })
-	return out
-}
-
-// rebuildPolicyLocked publishes a fresh policy snapshot for the judge,
-// dropping expired rules. e.mu must be held.
-func (e *Engine) rebuildPolicyLocked() {
-	now := e.now()
-	rules := make([]governance.Rule, 0, len(e.rules))
-	for id, r := range e.rules {
-		if !r.Rule.Active(now) {
-			delete(e.rules, id)
-			continue
-		}
-		if !r.MadeAt.IsZero() && r.Rule.Approvals == 0 {
-			// Made by an approval before rules counted people: one person.
-			r.Rule.Approvals = 1
-		}
-		rules = append(rules, r.Rule)
-	}
-	// Deny rules first is not needed for correctness (the judge takes every
-	// deny before any allow), but a stable order makes verdicts repeatable.
-	slices.SortFunc(rules, func(a, b governance.Rule) int { return cmp.Compare(a.ID, b.ID) })
-	e.policy.Store(&governance.Policy{Modes: e.modes, Rules: rules})
-}
-
-func sortRuns(rs []RunRecord) {
-	slices.SortFunc(rs, func(a, b RunRecord) int { return b.StartedAt.Compare(a.StartedAt) })
 }

@@ -103,7 +103,16 @@ type Engine struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	// mu guards everything below.
+	// decide serialises the decisions that are journaled before they take
+	// effect: answers, expiries, mode changes, rules, settling locked
+	// attempts. It is held across the decision's commit, so that the state
+	// it checked is still the state it changes. It is taken before mu,
+	// never while mu is held. Steps never take it, except to journal the
+	// fall back of an expired mode.
+	decide sync.Mutex
+
+	// mu guards everything below. It is never held across a journal
+	// commit or a driver call: a slow disk or device stalls no other step.
 	mu        sync.Mutex
 	mode      ModeRecord
 	rules     map[string]RuleRecord

@@ -66,6 +66,8 @@ func policies() map[string]runtime.CapPolicy {
 type setup struct {
 	opts    runtime.Options
 	initial *sim.State
+	// journal, if set, wraps the in-memory journal the engine uses.
+	journal func(*runtimetest.MemJournal) runtime.Journal
 }
 
 func newWorld(t *testing.T, mod func(*setup)) *world {
@@ -88,6 +90,9 @@ func newWorld(t *testing.T, mod func(*setup)) *world {
 	}
 	j := runtimetest.NewMemJournal()
 	s.opts.Registry, s.opts.Journal = reg, j
+	if s.journal != nil {
+		s.opts.Journal = s.journal(j)
+	}
 	e, err := runtime.New(ctx, s.opts)
 	if err != nil {
 		t.Fatal(err)

@@ -149,7 +149,7 @@ func (e *Engine) awaitAnswer(ctx context.Context, id string) (*Approval, string)
 	if !ok {
 		return nil, "approval " + id + " is gone"
 	}
-	t := time.NewTimer(max(0, p.rec.Expires.Sub(e.now())))
+	t := time.NewTimer(max(0, e.approvalRecord(p).Expires.Sub(e.now())))
 	defer t.Stop()
 	select {
 	case <-p.decided:

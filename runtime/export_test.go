@@ -9,3 +9,12 @@ func LockHeld(e *Engine) bool {
 	}
 	return true
 }
+
+// DecideHeld reports whether e's decision lock is held at this moment.
+func DecideHeld(e *Engine) bool {
+	if e.decide.TryLock() {
+		e.decide.Unlock()
+		return false
+	}
+	return true
+}

@@ -26,6 +26,9 @@ type trap struct {
 	armed atomic.Bool
 	fired atomic.Bool
 	held  atomic.Bool
+	// deciding is whether the engine's decision lock was held: the journal
+	// is called under it, never under e.mu.
+	deciding atomic.Bool
 }
 
 func (tr *trap) spring(what string) {
@@ -34,6 +37,9 @@ func (tr *trap) spring(what string) {
 	}
 	if runtime.LockHeld(tr.e) {
 		tr.held.Store(true)
+	}
+	if runtime.DecideHeld(tr.e) {
+		tr.deciding.Store(true)
 	}
 	tr.fired.Store(true)
 	panic("injected panic in " + what)
@@ -129,14 +135,18 @@ func within(ctx context.Context, t *testing.T, what string, fn func()) {
 }
 
 // TestAdversarialPanicLeavesNoLockHeld injects a panic into foreign code the
-// engine calls while it holds e.mu (its clock, its journal, its person
-// function), recovers it as echo does, and shows that the next commands
-// still complete.
+// engine calls while it holds a lock (its clock and its person function
+// under e.mu; its journal under the decision lock, never under e.mu),
+// recovers it as echo does, and shows that the next commands still
+// complete.
 func TestAdversarialPanicLeavesNoLockHeld(t *testing.T) {
 	tests := []struct {
 		name string
 		mode string
 		trap func(clock, journal, person *trap) *trap
+		// journal is true when the trap is the journal: it must fire with
+		// the decision lock held and e.mu free.
+		journal bool
 		// prepare runs before the trap is armed; call panics through it.
 		prepare func(ctx context.Context, t *testing.T, e *runtime.Engine) string
 		call    func(ctx context.Context, e *runtime.Engine, arg string)
@@ -156,8 +166,9 @@ func TestAdversarialPanicLeavesNoLockHeld(t *testing.T) {
 			},
 		},
 		{
-			name: "journal while SetMode journals a narrowing",
-			trap: func(_, journal, _ *trap) *trap { return journal },
+			name:    "journal while SetMode journals a narrowing",
+			trap:    func(_, journal, _ *trap) *trap { return journal },
+			journal: true,
 			call: func(ctx context.Context, e *runtime.Engine, _ string) {
 				_, _, _ = e.SetMode(ctx, "console:ann", governance.ModeObserve, "closing up")
 			},
@@ -173,6 +184,7 @@ func TestAdversarialPanicLeavesNoLockHeld(t *testing.T) {
 		{
 			name:    "journal while Answer journals the answer",
 			trap:    func(_, journal, _ *trap) *trap { return journal },
+			journal: true,
 			prepare: pendingValve,
 			call: func(ctx context.Context, e *runtime.Engine, id string) {
 				_, _ = e.Answer(ctx, id, runtime.Answer{By: "console:bob", Decision: runtime.Approve})
@@ -200,7 +212,12 @@ func TestAdversarialPanicLeavesNoLockHeld(t *testing.T) {
 			if v == nil || !tr.fired.Load() {
 				t.Fatalf("the call did not panic through the trap (recovered %v)", v)
 			}
-			if !tr.held.Load() {
+			switch {
+			case tc.journal && tr.held.Load():
+				t.Fatalf("the journal was called with e.mu held: a slow commit would stall every step")
+			case tc.journal && !tr.deciding.Load():
+				t.Fatalf("the journal's trap fired without the decision lock held; it tests nothing")
+			case !tc.journal && !tr.held.Load():
 				t.Fatalf("the trap fired without e.mu held; it tests nothing")
 			}
 			within(ctx, t, "the next read command", func() {

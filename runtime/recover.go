@@ -26,8 +26,9 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.decide.Lock()
+	defer e.decide.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.bus.last = snap.LastSeq
 	e.restoredSeq = snap.LastSeq
 	if snap.Mode != nil {
@@ -49,9 +50,6 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 			e.receipts[ref(st.Device, st.Capability)] = *st.Receipt
 		}
 	}
-	for _, a := range snap.Open {
-		e.recoverAttemptLocked(ctx, a)
-	}
 	for _, ap := range snap.Approvals {
 		p := &pending{rec: ap, decided: make(chan struct{})}
 		e.approvals[ap.ID] = p
@@ -59,39 +57,44 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 			e.byTarget[ref(ap.Device, ap.Capability)] = ap.ID
 		}
 	}
+	e.mu.Unlock()
+	for _, a := range snap.Open {
+		e.recoverAttempt(ctx, a)
+	}
 	var resume []*run
 	parked := map[string]bool{}
 	for _, rr := range snap.Runs {
-		if rr.Status == RunParked {
-			if p, ok := e.approvals[rr.Approval]; ok && p.rec.Run == rr.ID {
-				if r, why := e.resumeRunLocked(rr, p.rec); r != nil {
-					resume = append(resume, r)
-					parked[rr.Approval] = true
-					continue
-				} else {
-					e.endRunLocked(ctx, rr, why)
-					continue
-				}
-			}
-			e.endRunLocked(ctx, rr, "the gateway stopped after approval "+rr.Approval+" was answered and before the step acted; it is not carried out after a restart")
+		if rr.Status != RunParked {
+			e.endRun(ctx, rr, "interrupted: the gateway stopped during step "+strconv.Itoa(rr.Step)+"; a run is not resumed half way")
 			continue
 		}
-		e.endRunLocked(ctx, rr, "interrupted: the gateway stopped during step "+strconv.Itoa(rr.Step)+"; a run is not resumed half way")
+		p, ok := e.pendingByID(rr.Approval)
+		if !ok || e.approvalRecord(p).Run != rr.ID {
+			e.endRun(ctx, rr, "the gateway stopped after approval "+rr.Approval+" was answered and before the step acted; it is not carried out after a restart")
+			continue
+		}
+		r, why := e.resumeRun(rr, e.approvalRecord(p))
+		if r == nil {
+			e.endRun(ctx, rr, why)
+			continue
+		}
+		resume = append(resume, r)
+		parked[rr.Approval] = true
 	}
-	for _, p := range e.approvals {
-		if p.rec.Kind == "actuation" && !parked[p.rec.ID] {
-			e.closeLocked(ctx, p, ApprovalSuperseded, KindApprovalAnswered, "its run did not survive the restart")
+	for _, ap := range snap.Approvals {
+		if p, ok := e.pendingByID(ap.ID); ok && ap.Kind == "actuation" && !parked[ap.ID] {
+			e.closeDecided(ctx, p, ApprovalSuperseded, KindApprovalAnswered, "its run did not survive the restart")
 		}
 	}
 	if n := len(resume); n > 0 || len(snap.Approvals) > 0 {
 		e.log.Info("restored from the journal", "pending_approvals", len(snap.Approvals), "resumed_runs", n,
-			"locked_actuators", len(e.locked), "last_seq", snap.LastSeq)
+			"locked_actuators", len(e.Locks()), "last_seq", snap.LastSeq)
 	}
 	return resume, nil
 }
 
-// recoverAttemptLocked settles one attempt a stop cut short. e.mu must be held.
-func (e *Engine) recoverAttemptLocked(ctx context.Context, a Attempt) {
+// recoverAttempt settles one attempt a stop cut short. e.decide must be held.
+func (e *Engine) recoverAttempt(ctx context.Context, a Attempt) {
 	from := a.State
 	target := ref(a.Device, a.Capability)
 	switch from {
@@ -100,7 +103,7 @@ func (e *Engine) recoverAttemptLocked(ctx context.Context, a Attempt) {
 	case AttemptExecuting:
 		a.State, a.Why = AttemptUnknown, "the gateway stopped while the driver was writing; whether the act took effect is unknown"
 	case AttemptUnknown:
-		e.locked[target] = a // still unresolved from an earlier start
+		e.lockTarget(target, a) // still unresolved from an earlier start
 		return
 	default:
 		return
@@ -115,7 +118,7 @@ func (e *Engine) recoverAttemptLocked(ctx context.Context, a Attempt) {
 		return
 	}
 	// Locked even if the journal could not record it: fail closed.
-	e.locked[target] = a
+	e.lockTarget(target, a)
 	if err == nil {
 		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: a.Run, Step: a.Step, Device: a.Device}, AlarmBody{
 			Device: a.Device, Capability: a.Capability, Attempt: a.ID,
@@ -125,9 +128,9 @@ func (e *Engine) recoverAttemptLocked(ctx context.Context, a Attempt) {
 	e.log.Warn("actuator locked: an actuation was cut short", "device_id", a.Device, "capability", a.Capability, "attempt", a.ID)
 }
 
-// resumeRunLocked rebuilds a parked run to wait for its approval again, or
-// says why it cannot. e.mu must be held.
-func (e *Engine) resumeRunLocked(rr RunRecord, ap Approval) (*run, string) {
+// resumeRun rebuilds a parked run to wait for its approval again, or
+// says why it cannot.
+func (e *Engine) resumeRun(rr RunRecord, ap Approval) (*run, string) {
 	var p *Plan
 	if rr.Plan == "command" {
 		p = &Plan{Name: "command", Lease: e.opts.CommandLease,
@@ -146,20 +149,22 @@ func (e *Engine) resumeRunLocked(rr RunRecord, ap Approval) (*run, string) {
 		done: make(chan struct{}), rec: rr, parked: ap.ID, sentFirst: true,
 		last: Observation{Kind: ApprovalRequest, Run: rr.ID, Step: rr.Step, Device: ap.Device, Capability: ap.Capability, Why: ap.Why, Approval: &ap}}
 	close(r.firstDone)
-	e.runs[rr.ID] = r
 	if rr.Plan == "command" && rr.RequestID != "" {
 		r.requestKey = rr.Principal + "/" + rr.RequestID
 	} else if rr.RequestID != "" {
 		r.requestKey = rr.Principal + "/run/" + rr.RequestID
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.runs[rr.ID] = r
 	if r.requestKey != "" {
 		e.requests[r.requestKey] = r
 	}
 	return r, ""
 }
 
-// endRunLocked records the end of a run a stop cut short. e.mu must be held.
-func (e *Engine) endRunLocked(ctx context.Context, rr RunRecord, why string) {
+// endRun records the end of a run a stop cut short. e.decide must be held.
+func (e *Engine) endRun(ctx context.Context, rr RunRecord, why string) {
 	rr.Status, rr.End, rr.Why, rr.EndedAt = RunEnded, EndFailed, why, e.now()
 	rec := rr
 	_, _ = e.commit(ctx, Sync, Event{Kind: KindEnded, Run: rr.ID}, EndedBody{
@@ -172,7 +177,6 @@ func (e *Engine) endRunLocked(ctx context.Context, rr RunRecord, why string) {
 // otherwise the lock stays until an admin resolves it.
 func (e *Engine) reconcile(ctx context.Context) {
 	for _, a := range e.Locks() {
-		target := ref(a.Device, a.Capability)
 		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
 		if obs.Kind != Completed || obs.Reading == nil {
 			e.stayLocked(ctx, a, "the read-back failed: "+obs.Why)
@@ -183,14 +187,7 @@ func (e *Engine) reconcile(ctx context.Context) {
 			e.stayLocked(ctx, a, "the read-back is "+got.String()+", not the commanded "+a.Value.String())
 			continue
 		}
-		settled, err := func() (bool, error) {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			if cur, ok := e.locked[target]; !ok || cur.ID != a.ID {
-				return false, nil
-			}
-			return true, e.settleLocked(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got)
-		}()
+		settled, err := e.settle(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got)
 		if !settled {
 			continue
 		}
@@ -226,17 +223,32 @@ const (
 // act took effect.
 var ErrFoundRequired = errors.New(`a resolution must say what was found: "acted" or "not_acted"`)
 
-// settleLocked moves a locked attempt to reconciled after a read-back
-// that shows observed, the commanded value, and lifts the lock. e.mu must
-// be held.
-func (e *Engine) settleLocked(ctx context.Context, a Attempt, by, why string, observed *value.Value) error {
-	return e.settleFoundLocked(ctx, a, by, why, FoundActed, observed, nil)
+// settle moves a locked attempt to reconciled after a read-back that
+// shows observed, the commanded value, and lifts the lock. It reports
+// false when the attempt no longer holds the lock (an admin resolved it
+// meanwhile).
+func (e *Engine) settle(ctx context.Context, a Attempt, by, why string, observed *value.Value) (bool, error) {
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	if cur, ok := e.lockOf(a); !ok || cur.ID != a.ID {
+		return false, nil
+	}
+	return true, e.settleFound(ctx, a, by, why, FoundActed, observed, nil)
 }
 
-// settleFoundLocked moves a locked attempt to reconciled and lifts the
-// lock, recording what was found. When state is set, the actuator's state
-// becomes that receipt. e.mu must be held.
-func (e *Engine) settleFoundLocked(ctx context.Context, a Attempt, by, why string, found Found, observed *value.Value, state *Receipt) error {
+// lockOf returns the attempt that holds a's actuator locked, if any.
+func (e *Engine) lockOf(a Attempt) (Attempt, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur, ok := e.locked[ref(a.Device, a.Capability)]
+	return cur, ok
+}
+
+// settleFound moves a locked attempt to reconciled and lifts the lock,
+// recording what was found. When state is set, the actuator's state
+// becomes that receipt. The lock lifts only once this is journaled.
+// e.decide must be held.
+func (e *Engine) settleFound(ctx context.Context, a Attempt, by, why string, found Found, observed *value.Value, state *Receipt) error {
 	a.State, a.Why, a.Updated = AttemptReconciled, why, e.now()
 	rec := a
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindReconciled, Run: a.Run, Step: a.Step, Device: a.Device}, ReconciledBody{
@@ -251,7 +263,11 @@ func (e *Engine) settleFoundLocked(ctx context.Context, a Attempt, by, why strin
 		return err
 	}
 	target := ref(a.Device, a.Capability)
-	delete(e.locked, target)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cur, ok := e.locked[target]; ok && cur.ID == a.ID {
+		delete(e.locked, target)
+	}
 	if state != nil {
 		e.receipts[target] = *state
 	}
@@ -293,44 +309,49 @@ func (e *Engine) Resolve(ctx context.Context, r Resolution) (Attempt, error) {
 }
 
 func (e *Engine) resolveAttempt(ctx context.Context, id, by string, found Found, note string) (Attempt, error) {
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	a, ok := e.lockedAttempt(id)
+	if !ok {
+		return Attempt{}, fmt.Errorf("attempt %s: %w", id, ErrAttemptNotLocked)
+	}
+	why := "resolved by " + by + ": " + note
+	var observed *value.Value
+	var state *Receipt
+	switch found {
+	case FoundActed:
+		why = "resolved by " + by + ", who found that it acted: " + note
+		v := a.Value
+		observed = &v
+		state = &Receipt{Key: a.Key, Attempt: a.ID, Device: a.Device, Capability: a.Capability, Value: a.Value,
+			Driver: "unknown", Confirmation: Confirmed, Observed: &v, At: e.now(),
+			Detail: "the driver did not answer; " + by + " found that it acted: " + note}
+		if a.Receipt != nil && a.Receipt.Driver != "" {
+			state.Driver = a.Receipt.Driver
+		}
+	case FoundNotActed:
+		why = "resolved by " + by + ", who found that it did not act: " + note
+	}
+	if err := e.settleFound(ctx, a, by, why, found, observed, state); err != nil {
+		return a, err
+	}
+	if found == FoundActed {
+		e.recordChange(ref(a.Device, a.Capability)) // a change for the envelope's rate and dwell
+	}
+	a.State, a.Why = AttemptReconciled, why
+	return a, nil
+}
+
+// lockedAttempt returns the attempt with the given id if it holds a lock.
+func (e *Engine) lockedAttempt(id string) (Attempt, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, a := range e.locked {
-		if a.ID != id {
-			continue
+		if a.ID == id {
+			return a, true
 		}
-		why := "resolved by " + by + ": " + note
-		var observed *value.Value
-		var state *Receipt
-		switch found {
-		case FoundActed:
-			why = "resolved by " + by + ", who found that it acted: " + note
-			v := a.Value
-			observed = &v
-			state = &Receipt{Key: a.Key, Attempt: a.ID, Device: a.Device, Capability: a.Capability, Value: a.Value,
-				Driver: "unknown", Confirmation: Confirmed, Observed: &v, At: e.now(),
-				Detail: "the driver did not answer; " + by + " found that it acted: " + note}
-			if a.Receipt != nil && a.Receipt.Driver != "" {
-				state.Driver = a.Receipt.Driver
-			}
-		case FoundNotActed:
-			why = "resolved by " + by + ", who found that it did not act: " + note
-		}
-		if err := e.settleFoundLocked(ctx, a, by, why, found, observed, state); err != nil {
-			return a, err
-		}
-		if found == FoundActed {
-			ch, ok := e.changes[ref(a.Device, a.Capability)]
-			if !ok {
-				ch = &changes{}
-				e.changes[ref(a.Device, a.Capability)] = ch
-			}
-			ch.record(e.now()) // a change for the envelope's rate and dwell
-		}
-		a.State, a.Why = AttemptReconciled, why
-		return a, nil
 	}
-	return Attempt{}, fmt.Errorf("attempt %s: %w", id, ErrAttemptNotLocked)
+	return Attempt{}, false
 }
 
 // RestoredSeq returns the sequence of the newest event the journal held

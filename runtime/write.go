@@ -246,12 +246,7 @@ func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c 
 		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
 		if obs.Kind == Completed && obs.Reading != nil && obs.Reading.Value.Equal(a.Value) {
 			got := obs.Reading.Value
-			err := func() error {
-				e.mu.Lock()
-				defer e.mu.Unlock()
-				return e.settleLocked(ctx, a, "gateway", "the driver did not answer, but the read-back "+got.String()+" equals the commanded value", &got)
-			}()
-			if err == nil {
+			if settled, err := e.settle(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got); settled && err == nil {
 				e.recordChange(target)
 				rc.Confirmation, rc.Observed, rc.Detail = Confirmed, &got, "the driver did not answer; the read-back shows the act took effect"
 				e.setReceipt(target, *rc)

@@ -1,0 +1,159 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// Mode returns the mode in force.
+func (e *Engine) Mode(ctx context.Context) ModeRecord {
+	e.currentMode(ctx)
+	return e.modeRecord()
+}
+
+// modeRecord returns the mode record as it stands, without falling back.
+func (e *Engine) modeRecord() ModeRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mode
+}
+
+// currentMode returns the name of the mode in force, falling back to
+// supervised when a mode's max_duration has run out. The fallback is
+// journaled without e.mu held, so a step that only asks never waits for it.
+func (e *Engine) currentMode(ctx context.Context) string {
+	name, expired := e.modeNow()
+	if !expired {
+		return name
+	}
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	if name, expired = e.modeNow(); expired {
+		e.applyMode(ctx, governance.ModeSupervised, "gateway", name+" reached its max_duration")
+	}
+	name, _ = e.modeNow()
+	return name
+}
+
+// modeNow returns the mode in force and whether its max_duration ran out.
+func (e *Engine) modeNow() (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mode.Name, !e.mode.Expires.IsZero() && !e.now().Before(e.mode.Expires)
+}
+
+func (e *Engine) modeByName(name string) governance.Mode {
+	if m, ok := e.policy.Load().Modes[name]; ok {
+		return m
+	}
+	return governance.Mode{ApprovalsRequired: 1}
+}
+
+// SetMode changes the mode. Narrowing (or staying) takes effect at once.
+// Widening asks: it returns a pending approval that only an admin may
+// answer. An unknown mode is refused.
+func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeRecord, *Approval, error) {
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	ap, widens, err := e.modeRequest(by, name, reason)
+	if err != nil {
+		return e.modeRecord(), nil, err
+	}
+	if !widens {
+		e.applyMode(ctx, name, by, reason)
+		return e.modeRecord(), nil, nil
+	}
+	rec := ap
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested}, &rec, func(en *Entry) { en.Approval = &rec }); err != nil {
+		return e.modeRecord(), nil, err
+	}
+	func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.approvals[ap.ID] = &pending{rec: ap, decided: make(chan struct{})}
+	}()
+	return e.modeRecord(), &rec, nil
+}
+
+// modeRequest checks a change to mode name: whether it widens the mode in
+// force and, if so, the approval an admin must give. e.decide must be held.
+func (e *Engine) modeRequest(by, name, reason string) (Approval, bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	target, ok := e.modes[name]
+	if !ok {
+		return Approval{}, false, fmt.Errorf("mode %q: %w", name, ErrUnknownMode)
+	}
+	cur := e.modes[e.mode.Name]
+	widens := target.SwitchWidens(cur)
+	if widens == "" {
+		return Approval{}, false, nil
+	}
+	for _, p := range e.approvals {
+		if p.rec.Kind == "mode_change" && p.rec.Status == ApprovalPending {
+			return Approval{}, true, errors.New("a mode change to " + p.rec.Mode + " is already pending as " + p.rec.ID)
+		}
+	}
+	now := e.now()
+	return Approval{ID: newID("apr"), Kind: "mode_change", Mode: name, Principal: by, Origin: "mode", Reason: reason,
+		Why: "mode " + name + " is wider than " + cur.Name + ": " + widens, Stage: "mode",
+		Required: max(1, cur.ApprovalsRequired, target.ApprovalsRequired), AdminOnly: true, RequestedAt: now,
+		Expires: now.Add(e.opts.ApprovalTimeout), Status: ApprovalPending}, true, nil
+}
+
+// applyMode switches the mode and journals it. A widening that cannot be
+// journaled does not take effect; a narrowing still does, because
+// narrowing is always safe. e.decide must be held.
+func (e *Engine) applyMode(ctx context.Context, name, by, reason string) {
+	e.mu.Lock()
+	m, from := e.modes[name], e.mode.Name
+	widens := m.SwitchWidens(e.modes[from]) != ""
+	e.mu.Unlock()
+	now := e.now()
+	next := ModeRecord{Name: name, Since: now, By: by}
+	if m.MaxDuration > 0 {
+		next.Expires = now.Add(m.MaxDuration)
+	}
+	rec := next
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindModeChanged}, ModeChangedBody{From: from, To: name, By: by,
+		Reason: reason, Expires: next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil && widens {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mode = next
+}
+
+func (e *Engine) expireModeApprovals(ctx context.Context) {
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	now := e.now()
+	var due []*pending
+	func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, p := range e.approvals {
+			if p.rec.Kind == "mode_change" && p.rec.Status == ApprovalPending && !now.Before(p.rec.Expires) {
+				due = append(due, p)
+			}
+		}
+	}()
+	for _, p := range due {
+		e.closeDecided(ctx, p, ApprovalExpired, KindApprovalExpired, "unanswered")
+	}
+}
+
+// Modes returns every known mode, sorted by name.
+func (e *Engine) Modes() []governance.Mode {
+	out := make([]governance.Mode, 0, len(e.modes))
+	for _, m := range e.modes {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b governance.Mode) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
