@@ -68,6 +68,8 @@ type setup struct {
 	initial *sim.State
 	// journal, if set, wraps the in-memory journal the engine uses.
 	journal func(*runtimetest.MemJournal) runtime.Journal
+	// driver, if set, wraps the simulated greenhouse the engine drives.
+	driver func(*sim.Greenhouse) devices.Driver
 }
 
 func newWorld(t *testing.T, mod func(*setup)) *world {
@@ -84,8 +86,12 @@ func newWorld(t *testing.T, mod func(*setup)) *world {
 	if err := g.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
+	var d devices.Driver = g
+	if s.driver != nil {
+		d = s.driver(g)
+	}
 	reg := devices.NewRegistry()
-	if err := reg.Add("sim", g); err != nil {
+	if err := reg.Add("sim", d); err != nil {
 		t.Fatal(err)
 	}
 	j := runtimetest.NewMemJournal()

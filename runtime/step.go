@@ -114,7 +114,12 @@ func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, 
 	rd, err := e.driverRead(ctx, ent.Driver, device, capability)
 	if err != nil {
 		e.facts.markBad(ref(device, capability))
-		return e.failed(ctx, base, err.Error())
+		outcome := devices.Classify(err)
+		code, _ := devices.RefusalCode(err)
+		base.Kind, base.Why = Failed, driverWhy(outcome, device, err)
+		_, _ = e.commit(ctx, Async, Event{Kind: KindFailed, Run: base.Run, Step: base.Step, Device: base.Device},
+			FailedBody{Device: device, Capability: capability, Error: base.Why, Outcome: outcome.String(), Code: code}, nil)
+		return base
 	}
 	base.Kind = Completed
 	base.Reading = &rd

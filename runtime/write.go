@@ -186,17 +186,21 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	cancel()
 	target := ref(w.device, w.capability)
 	rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value, Driver: "ok"}
-	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, errDriverPanicked)) {
+	if err != nil && writeOutcome(err) == devices.OutcomeUnknown {
 		// The command may have reached the device: its effect is unknown,
-		// exactly as after a crash in the middle of a write. A driver that
-		// panicked may have sent it too.
+		// exactly as after a crash in the middle of a write.
 		return e.unknownAct(context.WithoutCancel(ctx), base, a, c, rc, err)
 	}
 	if err != nil {
+		// The driver says nothing was done: offline, refused, a bad
+		// address or value, or a failure before anything was sent.
+		outcome := devices.Classify(err)
+		code, _ := devices.RefusalCode(err)
 		rc.Driver, rc.Confirmation, rc.At = err.Error(), NotChecked, e.now()
 		a.Receipt, a.Why = rc, err.Error()
-		_ = step(AttemptFailed, Sync, KindFailed, map[string]any{"device": w.device, "capability": w.capability, "error": err.Error(), "receipt": rc})
-		base.Kind, base.Why, base.Receipt = Failed, "the driver failed: "+err.Error(), rc
+		_ = step(AttemptFailed, Sync, KindFailed, FailedBody{Device: w.device, Capability: w.capability, Error: err.Error(),
+			Outcome: outcome.String(), Code: code, Receipt: rc})
+		base.Kind, base.Why, base.Receipt = Failed, driverWhy(outcome, w.device, err), rc
 		return base
 	}
 	e.recordChange(target)
@@ -226,7 +230,30 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	return base
 }
 
-// unknownAct settles a write whose driver did not answer. The attempt
+// writeOutcome says what a write's error means. Beyond what the driver
+// says, a write cut off by its deadline or its context, or one whose
+// driver panicked, may have reached the device: its outcome is unknown.
+func writeOutcome(err error) devices.Outcome {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, errDriverPanicked) {
+		return devices.OutcomeUnknown
+	}
+	return devices.Classify(err)
+}
+
+// driverWhy says in a sentence what a driver's error means for device.
+func driverWhy(o devices.Outcome, device string, err error) string {
+	switch o {
+	case devices.OutcomeOffline:
+		return "device " + device + " is offline: " + err.Error()
+	case devices.OutcomeRefused:
+		return "device " + device + " refused: " + err.Error()
+	case devices.OutcomeBadRequest:
+		return "the driver cannot take this for " + device + ": " + err.Error()
+	}
+	return "the driver failed: " + err.Error()
+}
+
+// unknownAct settles a write whose outcome is unknown. The attempt
 // becomes unknown and locks the actuator; one read-back follows at once.
 // If it shows the commanded value, the attempt is reconciled, the lock
 // lifts and the act is reported with that confirmation. Otherwise the
@@ -234,7 +261,10 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c *devices.Capability, rc *Receipt, cause error) Observation {
 	target := ref(a.Device, a.Capability)
 	a.State, a.Updated = AttemptUnknown, e.now()
-	a.Why = "the driver did not answer (" + cause.Error() + "); whether the act took effect is unknown"
+	a.Why = "the driver could not tell whether the act took effect (" + cause.Error() + ")"
+	if devices.Classify(cause) != devices.OutcomeUnknown {
+		a.Why = "the driver did not answer (" + cause.Error() + "); whether the act took effect is unknown"
+	}
 	rc.Driver, rc.At = cause.Error(), e.now()
 	a.Receipt = rc
 	rec := a
