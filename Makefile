@@ -30,7 +30,7 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./gateway
 	go test -run '^$$' -fuzz FuzzDecodeEvent -fuzztime $(FUZZTIME) ./runtime/journal
 	go test -run '^$$' -fuzz FuzzParseCheckpoint -fuzztime $(FUZZTIME) ./runtime/journal
-	go test -run '^$$' -fuzz FuzzParseCommand -fuzztime $(FUZZTIME) ./gateway/mqtt
+	go test -run '^$$' -fuzz FuzzParseCommand -fuzztime $(FUZZTIME) ./gateway/command
 	go test -run '^$$' -fuzz FuzzConnect -fuzztime $(FUZZTIME) ./gateway/mqtt
 	go test -run '^$$' -fuzz FuzzAPIBodies -fuzztime $(FUZZTIME) ./web
 	go test -run '^$$' -fuzz FuzzQueryParams -fuzztime $(FUZZTIME) ./web

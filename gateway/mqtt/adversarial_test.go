@@ -15,6 +15,7 @@ import (
 	paho5 "github.com/eclipse/paho.golang/paho"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/gateway/command"
 )
 
 // role is a way to log in: a user, or anonymous.
@@ -93,8 +94,8 @@ func TestAdversarialMQTTOutputTopics(t *testing.T) {
 		if !strings.Contains(string(m.Payload()), "FORGED") {
 			continue
 		}
-		var rep Reply
-		if m.Topic() != prefix+"reply/valve-1/open" || json.Unmarshal(m.Payload(), &rep) != nil || rep.Outcome != OutcomeRefused ||
+		var rep command.Reply
+		if m.Topic() != prefix+"reply/valve-1/open" || json.Unmarshal(m.Payload(), &rep) != nil || rep.Outcome != command.OutcomeRefused ||
 			!strings.Contains(rep.Why, "response topic") {
 			t.Errorf("forged message on %s: %s", m.Topic(), m.Payload())
 		}
@@ -145,7 +146,7 @@ func TestAdversarialMQTTNumbers(t *testing.T) {
 	for _, c := range cases {
 		publish(t, alice, prefix+c.topic, 1, c.payload)
 		r := nextReply(t, replies, c.topic+" "+c.payload)
-		if (r.Outcome != OutcomeFailed && r.Outcome != OutcomeRefused) || r.Why == "" {
+		if (r.Outcome != command.OutcomeFailed && r.Outcome != command.OutcomeRefused) || r.Why == "" {
 			t.Errorf("%s %s: reply %+v, want failed or refused saying why", c.topic, c.payload, r)
 		}
 	}
@@ -170,7 +171,7 @@ func TestAdversarialMQTTNumbers(t *testing.T) {
 			Properties: &paho5.PublishProperties{MessageExpiry: &n}}); err != nil {
 			t.Fatalf("publish with message expiry %d: %v", n, err)
 		}
-		if r := nextReply(t, replies, fmt.Sprintf("message expiry %d", n)); r.Outcome != OutcomeFailed {
+		if r := nextReply(t, replies, fmt.Sprintf("message expiry %d", n)); r.Outcome != command.OutcomeFailed {
 			t.Errorf("message expiry %d: %+v", n, r)
 		}
 		_ = v.c.Disconnect(&paho5.Disconnect{})
@@ -183,7 +184,7 @@ func TestAdversarialMQTTNumbers(t *testing.T) {
 	}
 	// The broker still serves.
 	publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": true, "id": "after"}`)
-	if r := nextReply(t, replies, "a good command after the attacks"); r.Outcome != OutcomeActed {
+	if r := nextReply(t, replies, "a good command after the attacks"); r.Outcome != command.OutcomeActed {
 		t.Fatalf("after the attacks: %+v", r)
 	}
 }

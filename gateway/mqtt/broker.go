@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
@@ -96,6 +96,7 @@ type Broker struct {
 	srv     *mochi.Server
 	replier *mochi.Client // publishes replies that carry v5 properties
 	log     *slog.Logger
+	disp    *command.Dispatcher
 	limiter *access.Limiter
 	rate    *rates
 
@@ -152,6 +153,8 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 		sessions: sessions{claims: map[string]claim{}},
 		limiter:  access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
 	b.limiter.Summarize = b.noteFailures
+	b.disp = &command.Dispatcher{Engine: eng, Origin: "mqtt", Log: opts.Logger,
+		Spawn: func(fn func(context.Context)) { b.spawn(func() { fn(b.ctx) }) }}
 	b.srv = mochi.New(&mochi.Options{
 		Capabilities: caps, InlineClient: true, SysTopicResendInterval: 30,
 		// mochi warns about every dropped connection and refused login
@@ -202,12 +205,13 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.ctx, b.cancel = context.WithCancel(ctx)
 	defer b.cancel()
 	since := b.eng.RestoredSeq()
-	b.publishInitial()
+	fold := command.NewFold(b.eng)
+	b.publishInitial(b.ctx, fold)
 	if err := b.srv.Serve(); err != nil {
 		return fmt.Errorf("serving mqtt: %w", err)
 	}
 	b.log.Info("mqtt broker serving", "tcp", b.Addr("tcp"), "tls", b.Addr("tls"), "ws", b.Addr("ws"), "prefix", b.opts.Prefix)
-	b.spawn(func() { b.follow(b.ctx, since) })
+	b.spawn(func() { b.follow(b.ctx, fold, since) })
 	b.spawn(func() { b.flushFailures(b.ctx) })
 	b.answerParked()
 	<-b.ctx.Done()
@@ -258,32 +262,6 @@ func (b *Broker) Stats() Stats {
 		Commands:        b.commands.Load(),
 		RateLimited:     b.rateLimited.Load(),
 	}
-}
-
-// publish sends a message from the gateway itself at QoS 1.
-func (b *Broker) publish(rel string, v any, retain bool) {
-	var payload []byte
-	if v != nil {
-		var err error
-		if payload, err = marshal(v); err != nil {
-			b.log.Error("mqtt message not encoded", "topic", rel, "error", err)
-			return
-		}
-	}
-	if err := b.srv.Publish(b.opts.Prefix+rel, payload, retain, 1); err != nil {
-		b.log.Warn("mqtt publish failed", "topic", rel, "error", err)
-	}
-}
-
-// marshal encodes JSON without HTML escaping.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // hook is the broker's auth, ACL and command hook.
@@ -393,7 +371,7 @@ func (b *Broker) allowed(cl *mochi.Client, topic string, write bool) bool {
 // subscribe to a filter.
 func (b *Broker) userMay(u *access.User, topic string, write bool) bool {
 	if write {
-		if rel, under := strings.CutPrefix(topic, b.opts.Prefix); under && reserved(rel) {
+		if rel, under := strings.CutPrefix(topic, b.opts.Prefix); under && command.IsOutput(rel) {
 			return false // only the gateway speaks here
 		}
 		if !u.Role.AtLeast(access.Operator) {

@@ -29,6 +29,7 @@ import (
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
@@ -219,10 +220,10 @@ func next(t *testing.T, ch <-chan paho.Message, what string) paho.Message {
 	return nil
 }
 
-func nextReply(t *testing.T, ch <-chan paho.Message, what string) Reply {
+func nextReply(t *testing.T, ch <-chan paho.Message, what string) command.Reply {
 	t.Helper()
 	m := next(t, ch, what)
-	var r Reply
+	var r command.Reply
 	if err := json.Unmarshal(m.Payload(), &r); err != nil {
 		t.Fatalf("%s: reply %s: %v", what, m.Payload(), err)
 	}
@@ -311,19 +312,19 @@ func TestCommandActsWithAConfirmedReceipt(t *testing.T) {
 	replies := subscribe(t, alice, prefix+"reply/valve-1/open")
 	publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": true, "id": "c-1", "reason": "flush the line"}`)
 	r := nextReply(t, replies, "the reply")
-	if r.ID != "c-1" || r.Outcome != OutcomeActed || r.Receipt == nil || r.Receipt.Confirmation != runtime.Confirmed || r.Why != "" {
+	if r.ID != "c-1" || r.Outcome != command.OutcomeActed || r.Receipt == nil || r.Receipt.Confirmation != runtime.Confirmed || r.Why != "" {
 		t.Fatalf("reply = %+v", r)
 	}
 	// A bare value works too, and the gateway says it made the id.
 	publish(t, alice, prefix+"cmd/valve-1/open", 1, `false`)
 	r = nextReply(t, replies, "the second reply")
-	if r.Outcome != OutcomeActed || !r.IDGenerated || !strings.HasPrefix(r.ID, "mqtt-") {
+	if r.Outcome != command.OutcomeActed || !r.IDGenerated || !strings.HasPrefix(r.ID, "mqtt-") {
 		t.Fatalf("reply to a bare value = %+v", r)
 	}
 	// A read has no value and completes with the reading.
 	tank := subscribe(t, alice, prefix+"reply/tank-1/level")
 	publish(t, alice, prefix+"cmd/tank-1/level", 1, `{"id":"read-1"}`)
-	if r := nextReply(t, tank, "the read"); r.Outcome != OutcomeCompleted || r.Reading == nil {
+	if r := nextReply(t, tank, "the read"); r.Outcome != command.OutcomeCompleted || r.Reading == nil {
 		t.Fatalf("read reply = %+v", r)
 	}
 }
@@ -335,7 +336,7 @@ func TestPendingApprovalGetsASecondReply(t *testing.T) {
 	approvals := subscribe(t, alice, prefix+"approvals/#")
 	publish(t, alice, prefix+"cmd/heater-1/on", 1, `{"value": true, "id": "h-1"}`)
 	r := nextReply(t, replies, "the first reply")
-	if r.Outcome != OutcomePendingApproval || r.Approval == nil || !strings.Contains(r.Why, r.Approval.ID) {
+	if r.Outcome != command.OutcomePendingApproval || r.Approval == nil || !strings.Contains(r.Why, r.Approval.ID) {
 		t.Fatalf("first reply = %+v", r)
 	}
 	m := next(t, approvals, "the retained approval")
@@ -346,7 +347,7 @@ func TestPendingApprovalGetsASecondReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := nextReply(t, replies, "the second reply")
-	if r2.ID != "h-1" || r2.Outcome != OutcomeActed || r2.Receipt == nil || r2.Receipt.Confirmation != runtime.Confirmed {
+	if r2.ID != "h-1" || r2.Outcome != command.OutcomeActed || r2.Receipt == nil || r2.Receipt.Confirmation != runtime.Confirmed {
 		t.Fatalf("second reply = %+v", r2)
 	}
 	// The answered approval is cleared from the retained topic.
@@ -363,14 +364,14 @@ func TestDuplicateIDActsOnce(t *testing.T) {
 		publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": true, "id": "dup"}`)
 	}
 	first, second := nextReply(t, replies, "first"), nextReply(t, replies, "second")
-	if first.Outcome != OutcomeActed || second.Outcome != OutcomeActed || !second.Replayed || first.Receipt.Attempt != second.Receipt.Attempt {
+	if first.Outcome != command.OutcomeActed || second.Outcome != command.OutcomeActed || !second.Replayed || first.Receipt.Attempt != second.Receipt.Attempt {
 		t.Fatalf("replies = %+v and %+v", first, second)
 	}
 	if n := gw.g.Count("write", "valve-1", "open"); n != 1 {
 		t.Fatalf("the valve was written %d times, want 1", n)
 	}
 	publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": false, "id": "dup"}`)
-	if r := nextReply(t, replies, "a different act"); r.Outcome != OutcomeRefused || !strings.Contains(r.Why, "mqtt:alice/dup") {
+	if r := nextReply(t, replies, "a different act"); r.Outcome != command.OutcomeRefused || !strings.Contains(r.Why, "mqtt:alice/dup") {
 		t.Fatalf("same id, different act = %+v", r)
 	}
 }
@@ -383,19 +384,19 @@ func TestBadInputGetsARepliesNamingTheProblem(t *testing.T) {
 		topic, payload string
 		outcome, want  string
 	}{
-		{"cmd/valve-1/open", `{"value": tru`, OutcomeFailed, "malformed JSON"},
-		{"cmd/valve-1/open", `{"value": "yes"}`, OutcomeFailed, `field "value": want a bool, got a string`},
-		{"cmd/valve-1/open", `"yes"`, OutcomeFailed, "value: want a bool, got a string"},
-		{"cmd/valve-1/open", `{"valu": true}`, OutcomeFailed, `unknown field "valu"`},
-		{"cmd/valve-1/open", `{"value": true, "id": 7}`, OutcomeFailed, `field "id": want a string`},
-		{"cmd/valve-1/open", `{"value": true, "expires": "tomorrow"}`, OutcomeFailed, `field "expires"`},
-		{"cmd/valve-1/open", `{"value": true, "expires": "2001-01-01T00:00:00Z"}`, OutcomeRefused, "stale: it expired"},
-		{"cmd/valve-1/open", `{"value": true, "pad": "` + strings.Repeat("x", 5000) + `"}`, OutcomeFailed, "over the limit of 4096"},
-		{"cmd/boiler-1/on", `true`, OutcomeFailed, "device boiler-1 is not online"},
-		{"cmd/valve-1/speed", `true`, OutcomeFailed, "has no capability speed"},
-		{"cmd/valve-1", `true`, OutcomeRefused, "is not " + prefix + "cmd/<device>/<capability>"},
-		{"run/nope", `{}`, OutcomeFailed, `plan "nope"`},
-		{"run/flush", `{"value": 1}`, OutcomeFailed, "a plan run takes no value"},
+		{"cmd/valve-1/open", `{"value": tru`, command.OutcomeFailed, "malformed JSON"},
+		{"cmd/valve-1/open", `{"value": "yes"}`, command.OutcomeFailed, `field "value": want a bool, got a string`},
+		{"cmd/valve-1/open", `"yes"`, command.OutcomeFailed, "value: want a bool, got a string"},
+		{"cmd/valve-1/open", `{"valu": true}`, command.OutcomeFailed, `unknown field "valu"`},
+		{"cmd/valve-1/open", `{"value": true, "id": 7}`, command.OutcomeFailed, `field "id": want a string`},
+		{"cmd/valve-1/open", `{"value": true, "expires": "tomorrow"}`, command.OutcomeFailed, `field "expires"`},
+		{"cmd/valve-1/open", `{"value": true, "expires": "2001-01-01T00:00:00Z"}`, command.OutcomeRefused, "stale: it expired"},
+		{"cmd/valve-1/open", `{"value": true, "pad": "` + strings.Repeat("x", 5000) + `"}`, command.OutcomeFailed, "over the limit of 4096"},
+		{"cmd/boiler-1/on", `true`, command.OutcomeFailed, "device boiler-1 is not online"},
+		{"cmd/valve-1/speed", `true`, command.OutcomeFailed, "has no capability speed"},
+		{"cmd/valve-1", `true`, command.OutcomeRefused, "is not " + prefix + "cmd/<device>/<capability>"},
+		{"run/nope", `{}`, command.OutcomeFailed, `plan "nope"`},
+		{"run/flush", `{"value": 1}`, command.OutcomeFailed, "a plan run takes no value"},
 	}
 	for _, tc := range cases {
 		publish(t, alice, prefix+tc.topic, 1, tc.payload)
@@ -418,14 +419,14 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 	}
 	outcomes := []string{nextReply(t, replies, "1").Outcome, nextReply(t, replies, "2").Outcome}
 	third := nextReply(t, replies, "3")
-	if outcomes[0] != OutcomeCompleted || outcomes[1] != OutcomeCompleted || third.Outcome != OutcomeRefused || !strings.Contains(third.Why, "rate limit") {
+	if outcomes[0] != command.OutcomeCompleted || outcomes[1] != command.OutcomeCompleted || third.Outcome != command.OutcomeRefused || !strings.Contains(third.Why, "rate limit") {
 		t.Fatalf("outcomes %v then %+v", outcomes, third)
 	}
 	// Another principal is not starved.
 	bob := gw.mustClient("bob", "bob-password")
 	bobReplies := subscribe(t, bob, prefix+"reply/heater-1/on")
 	publish(t, bob, prefix+"cmd/heater-1/on", 1, `{"value": false}`)
-	if r := nextReply(t, bobReplies, "bob's command"); r.Outcome == OutcomeRefused && strings.Contains(r.Why, "rate limit") {
+	if r := nextReply(t, bobReplies, "bob's command"); r.Outcome == command.OutcomeRefused && strings.Contains(r.Why, "rate limit") {
 		t.Fatalf("bob was limited by alice's commands: %+v", r)
 	}
 }
@@ -493,9 +494,9 @@ func TestV5ResponseTopicAndCorrelationData(t *testing.T) {
 	}
 	select {
 	case p := <-got:
-		var r Reply
+		var r command.Reply
 		_ = json.Unmarshal(p.Payload, &r)
-		if p.Topic != inbox || p.Properties == nil || string(p.Properties.CorrelationData) != "corr-42" || r.Outcome != OutcomeActed {
+		if p.Topic != inbox || p.Properties == nil || string(p.Properties.CorrelationData) != "corr-42" || r.Outcome != command.OutcomeActed {
 			t.Fatalf("reply on %s, correlation %q: %s", p.Topic, p.Properties.CorrelationData, p.Payload)
 		}
 	case <-ctx.Done():
@@ -548,7 +549,7 @@ func TestTLSAndWebsocketListeners(t *testing.T) {
 		}
 		replies := subscribe(t, c, prefix+"reply/tank-1/level")
 		publish(t, c, prefix+"cmd/tank-1/level", 1, `{}`)
-		if r := nextReply(t, replies, url); r.Outcome != OutcomeCompleted {
+		if r := nextReply(t, replies, url); r.Outcome != command.OutcomeCompleted {
 			t.Fatalf("%s: %+v", url, r)
 		}
 	}
@@ -573,7 +574,7 @@ func TestStateIsRepublishedFromTheJournalOnStart(t *testing.T) {
 	alice := gw.mustClient("alice", "alice-password")
 	replies := subscribe(t, alice, prefix+"reply/valve-1/open")
 	publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": true}`)
-	if r := nextReply(t, replies, "the command"); r.Outcome != OutcomeActed {
+	if r := nextReply(t, replies, "the command"); r.Outcome != command.OutcomeActed {
 		t.Fatalf("command: %+v", r)
 	}
 	gw.stop()
@@ -594,7 +595,7 @@ func TestSecondReplyAfterARestart(t *testing.T) {
 	replies := subscribe(t, alice, prefix+"reply/heater-1/on")
 	publish(t, alice, prefix+"cmd/heater-1/on", 1, `{"value": true, "id": "across"}`)
 	first := nextReply(t, replies, "the first reply")
-	if first.Outcome != OutcomePendingApproval {
+	if first.Outcome != command.OutcomePendingApproval {
 		t.Fatalf("first reply = %+v", first)
 	}
 	gw.stop()
@@ -606,7 +607,7 @@ func TestSecondReplyAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := nextReply(t, replies, "the second reply, after a restart")
-	if r.ID != "across" || r.Outcome != OutcomeActed || r.Receipt == nil {
+	if r.ID != "across" || r.Outcome != command.OutcomeActed || r.Receipt == nil {
 		t.Fatalf("second reply after a restart = %+v", r)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/gateway/command"
 )
 
 // replierID is the client id of the broker's own client that publishes
@@ -55,9 +56,9 @@ func (b *Broker) judgeWill(u *access.User, topic string) string {
 	}
 	if rel, under := strings.CutPrefix(topic, b.opts.Prefix); under {
 		switch {
-		case reserved(rel):
+		case command.IsOutput(rel):
 			return "will topic " + topic + " is the gateway's own output topic"
-		case inbound(rel):
+		case command.IsCommand(rel):
 			return "will topic " + topic + " is a command topic: a will may not command"
 		}
 	}

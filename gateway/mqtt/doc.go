@@ -2,28 +2,17 @@
 // own authentication, ACL and command topics. Every command that arrives
 // is a governed run of the engine, attributed to the MQTT user.
 //
-// Topics, under the prefix "shadowgate/<gateway-id>/":
-//
-//	cmd/<device>/<capability>   in    {"value": v, "id", "reason", "expires", "at"} or a bare JSON scalar; no value reads
-//	run/<plan>                  in    {"id", "reason", "expires", "at"} or empty
-//	reply/<device>/<capability> out   {"id", "outcome", "why", "approval", "receipt", ...}; reply/run/<plan>; reply/error
-//	state/<device>/<capability> out   retained {"value", "at", "quality", "confirmation"}
-//	events                      out   every journal event
-//	approvals/<id>              out   retained while the approval is pending
-//	alarms/<id>, status         out   reserved for the gateway
-//	checkpoints                 out   retained: the newest signed checkpoint, republished at start
+// The topics, the payloads and the replies are the command protocol of
+// package command, under the prefix "shadowgate/<gateway-id>/"; the
+// broker publishes every stream of it but receipts.
 //
 // A v5 client's Response Topic and Correlation Data are honoured when the
 // client may read that topic and it is neither one of the gateway's output
 // topics nor a cmd/ or run/ topic; otherwise the command is refused on the
-// default reply topic and nothing acts. The command id is the idempotency
-// key: a QoS 1 redelivery or a retry gets the first outcome, never a
-// second act. Outcomes are acted, contradicted (the driver took the
-// command but the read-back contradicts it), completed (a read), refused,
-// pending_approval (followed by a second reply when the approval is
-// answered), started (a plan, followed by a reply when it ends) and
-// failed; every one but acted, completed and started says why. A reply to
-// a payload that does not parse still carries its id when it can be read.
+// default reply topic and nothing acts.
+//
+// Listen binds every listener (TCP, TLS, websockets) and says which port
+// it could not bind; Run serves.
 //
 // Clients authenticate with a user from the configuration (bcrypt hashes);
 // anonymous clients are refused unless a role is given to them. A user's

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/gateway/command"
 )
 
 // fuzzUsers are the logins FuzzConnect picks from by index, with the right
@@ -169,8 +171,11 @@ func FuzzConnect(f *testing.F) {
 				t.Fatalf("%s may have replies sent to %q", login.user, responseTopic)
 			}
 		}
-		if got := PeekID(payload); got != "" && checkID(got) != "" {
-			t.Fatalf("PeekID(%q) = %q, not a valid id", payload, got)
+		if got := command.PeekID(payload); got != "" {
+			asked, _ := json.Marshal(map[string]string{"id": got})
+			if _, err := command.ParseRun(asked); err != nil {
+				t.Fatalf("PeekID(%q) = %q, not a valid id: %v", payload, got, err)
+			}
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
@@ -272,15 +273,15 @@ func TestReplyCarriesTheIDOfABadPayload(t *testing.T) {
 	alice := gw.mustClient("alice", "alice-password")
 	replies := subscribe(t, alice, prefix+"reply/#")
 	for _, tc := range []struct{ topic, payload, id, outcome string }{
-		{"cmd/valve-1/open", `{"value": "yes", "id": "bad-1"}`, "bad-1", OutcomeFailed},
-		{"cmd/valve-1/open", `{"id": "bad-2", "value": tru`, "bad-2", OutcomeFailed},
-		{"cmd/valve-1/open", `{"id": "bad-3", "valu": true}`, "bad-3", OutcomeFailed},
-		{"cmd/valve-1/open", `{"id": "bad-4", "value": true, "expires": "2001-01-01T00:00:00Z"}`, "bad-4", OutcomeRefused},
-		{"cmd/valve-1/open", `{"id": "bad-5", "value": true, "at": 12}`, "bad-5", OutcomeFailed},
-		{"run/flush", `{"id": "bad-6", "value": 1}`, "bad-6", OutcomeFailed},
-		{"cmd/valve-1/open", `{"id": 7, "value": true}`, "", OutcomeFailed},
-		{"cmd/valve-1/open", `{"id": "a b", "value": true}`, "", OutcomeFailed},
-		{"cmd/valve-1/open", `{"id": "first", "id": "", "value": 1}`, "", OutcomeFailed},
+		{"cmd/valve-1/open", `{"value": "yes", "id": "bad-1"}`, "bad-1", command.OutcomeFailed},
+		{"cmd/valve-1/open", `{"id": "bad-2", "value": tru`, "bad-2", command.OutcomeFailed},
+		{"cmd/valve-1/open", `{"id": "bad-3", "valu": true}`, "bad-3", command.OutcomeFailed},
+		{"cmd/valve-1/open", `{"id": "bad-4", "value": true, "expires": "2001-01-01T00:00:00Z"}`, "bad-4", command.OutcomeRefused},
+		{"cmd/valve-1/open", `{"id": "bad-5", "value": true, "at": 12}`, "bad-5", command.OutcomeFailed},
+		{"run/flush", `{"id": "bad-6", "value": 1}`, "bad-6", command.OutcomeFailed},
+		{"cmd/valve-1/open", `{"id": 7, "value": true}`, "", command.OutcomeFailed},
+		{"cmd/valve-1/open", `{"id": "a b", "value": true}`, "", command.OutcomeFailed},
+		{"cmd/valve-1/open", `{"id": "first", "id": "", "value": 1}`, "", command.OutcomeFailed},
 	} {
 		publish(t, alice, prefix+tc.topic, 1, tc.payload)
 		r := nextReply(t, replies, tc.payload)
@@ -316,9 +317,9 @@ func TestResponseTopicMayNotPointAtGatewayOrCommandTopics(t *testing.T) {
 		}
 		select {
 		case p := <-v.got:
-			var r Reply
+			var r command.Reply
 			_ = json.Unmarshal(p.Payload, &r)
-			if p.Topic != prefix+"reply/valve-1/open" || r.Outcome != OutcomeRefused || !strings.Contains(r.Why, "response topic") ||
+			if p.Topic != prefix+"reply/valve-1/open" || r.Outcome != command.OutcomeRefused || !strings.Contains(r.Why, "response topic") ||
 				p.Properties == nil || string(p.Properties.CorrelationData) != corr || r.ID != fmt.Sprintf("rt-%d", i) {
 				t.Errorf("response topic %s: reply on %s: %s", rt, p.Topic, p.Payload)
 			}
@@ -346,7 +347,7 @@ func TestContradictedActIsNotReportedAsActed(t *testing.T) {
 	replies := subscribe(t, alice, prefix+"reply/valve-1/open")
 	publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": true, "id": "stuck-1"}`)
 	r := nextReply(t, replies, "the reply to a stuck valve")
-	if r.Outcome != OutcomeContradicted || r.ID != "stuck-1" || r.Receipt == nil || r.Receipt.Confirmation != runtime.Contradicted || r.Why == "" {
+	if r.Outcome != command.OutcomeContradicted || r.ID != "stuck-1" || r.Receipt == nil || r.Receipt.Confirmation != runtime.Contradicted || r.Why == "" {
 		t.Fatalf("reply = %+v", r)
 	}
 }

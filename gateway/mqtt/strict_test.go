@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shadowgate/shadowgate/gateway/command"
 )
 
 // A command whose payload names a key twice is refused, whichever value
@@ -25,7 +27,7 @@ func TestAdversarialMQTTRepeatedKeysAreRefused(t *testing.T) {
 	} {
 		publish(t, alice, prefix+tc.topic, 1, tc.payload)
 		r := nextReply(t, replies, tc.payload)
-		if r.Outcome != OutcomeFailed || !strings.Contains(r.Why, "key "+tc.key+" appears twice") {
+		if r.Outcome != command.OutcomeFailed || !strings.Contains(r.Why, "key "+tc.key+" appears twice") {
 			t.Errorf("%s %s: reply %+v; want failed, naming key %s", tc.topic, tc.payload, r, tc.key)
 		}
 	}
@@ -50,7 +52,7 @@ func TestAdversarialMQTTInvalidUTF8IsRefused(t *testing.T) {
 	} {
 		publish(t, alice, prefix+tc.topic, 1, tc.payload)
 		r := nextReply(t, replies, tc.payload)
-		if r.Outcome != OutcomeFailed || !strings.Contains(r.Why, "not valid UTF-8") || strings.ContainsRune(r.ID, '\uFFFD') {
+		if r.Outcome != command.OutcomeFailed || !strings.Contains(r.Why, "not valid UTF-8") || strings.ContainsRune(r.ID, '\uFFFD') {
 			t.Errorf("%s %q: reply %+v; want failed, saying the payload is not valid UTF-8", tc.topic, tc.payload, r)
 		}
 	}

@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -44,56 +43,6 @@ func Covers(pattern, filter string) bool {
 		}
 	}
 	return len(p) == len(f)
-}
-
-// Route is where a publish under the gateway's prefix goes.
-type Route struct {
-	// Kind is "cmd", "run", or "" for a topic outside the scheme.
-	Kind       string
-	Device     string
-	Capability string
-	Plan       string
-}
-
-// ParseRoute reads a topic relative to the prefix.
-func ParseRoute(rel string) Route {
-	parts := strings.Split(rel, "/")
-	switch {
-	case len(parts) == 3 && parts[0] == "cmd" && parts[1] != "" && parts[2] != "":
-		return Route{Kind: "cmd", Device: parts[1], Capability: parts[2]}
-	case len(parts) == 2 && parts[0] == "run" && parts[1] != "":
-		return Route{Kind: "run", Plan: parts[1]}
-	}
-	return Route{}
-}
-
-// ReplyTopic is the default reply topic of a route, relative to the prefix.
-func (r Route) ReplyTopic() string {
-	switch r.Kind {
-	case "cmd":
-		return "reply/" + r.Device + "/" + r.Capability
-	case "run":
-		return "reply/run/" + r.Plan
-	}
-	return "reply/error"
-}
-
-// outputs are the first levels of the topics only the gateway publishes.
-var outputs = []string{"state", "reply", "events", "approvals", "alarms", "status", "checkpoints"}
-
-// reserved reports whether rel, a topic relative to the prefix, is one only
-// the gateway publishes: no client may publish there, directly, by a will,
-// by a retained message or through a v5 Response Topic.
-func reserved(rel string) bool {
-	first, _, _ := strings.Cut(rel, "/")
-	return slices.Contains(outputs, first)
-}
-
-// inbound reports whether rel, a topic relative to the prefix, is one the
-// gateway takes commands on: cmd/ or run/.
-func inbound(rel string) bool {
-	first, _, _ := strings.Cut(rel, "/")
-	return first == "cmd" || first == "run"
 }
 
 // topicName says why s is not a topic name a client may have the gateway

@@ -11,13 +11,14 @@
 // uplink's principal. Each must say how old it is ("expires" or "at");
 // a stale one is refused, never executed late. The session is clean and
 // retained messages are ignored, so nothing queued is replayed as a
-// command after a reconnect.
+// command after a reconnect. Topics, payloads and replies are those of
+// package command, so that state/ upstream carries the same bytes as on
+// the gateway's own broker.
 package uplink
 
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,7 +29,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/shadowgate/shadowgate/gateway/mqtt"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/store"
 )
@@ -114,6 +115,7 @@ type Uplink struct {
 	eng   *runtime.Engine
 	store Store
 	log   *slog.Logger
+	disp  *command.Dispatcher
 	c     paho.Client
 
 	wake     chan struct{} // the sender has work, or the link came up
@@ -147,6 +149,7 @@ func New(eng *runtime.Engine, store Store, opts Options) (*Uplink, error) {
 	}
 	u := &Uplink{opts: opts, eng: eng, store: store, log: opts.Logger, parked: eng.Parked("uplink"),
 		wake: make(chan struct{}, 1), commands: make(chan paho.Message, 64)}
+	u.disp = &command.Dispatcher{Engine: eng, Origin: "uplink", Log: opts.Logger}
 	co := paho.NewClientOptions().AddBroker(opts.URL).SetClientID(opts.ClientID).
 		SetUsername(opts.Username).SetPassword(opts.Password).
 		// A clean session: nothing the broker queued while we were away is
@@ -184,16 +187,17 @@ func (u *Uplink) Run(ctx context.Context) error {
 		// A new uplink forwards what happens from now on, not the history,
 		// but for the newest checkpoint, which upstream should hold at once.
 		cursor = u.eng.RestoredSeq()
-		if body, found := mqtt.NewestCheckpoint(ctx, u.eng, cursor); found && len(body) > 0 {
-			msg := store.OutMessage{Topic: u.opts.Prefix + "checkpoints", Payload: body, Retain: true}
-			if err := u.store.Push([]store.OutMessage{msg}); err != nil {
+		if body, found := command.NewestCheckpoint(ctx, u.eng, cursor); found && len(body) > 0 {
+			if err := u.store.Push(u.outMessages(runtime.Event{}, []command.Message{command.CheckpointMessage(body)})); err != nil {
 				u.log.Error("uplink checkpoint not queued", "error", err)
 			}
 		}
 	}
 	u.c.Connect() // retries in the background until ctx ends
+	u.disp.Spawn = func(fn func(context.Context)) { u.spawn(func() { fn(ctx) }) }
 	var wg sync.WaitGroup
-	wg.Go(func() { u.enqueue(ctx, cursor) })
+	fold := command.NewFold(u.eng)
+	wg.Go(func() { u.enqueue(ctx, fold, cursor) })
 	wg.Go(func() { u.send(ctx) })
 	wg.Go(func() { u.serveCommands(ctx) })
 	u.answerParked(ctx)
@@ -226,7 +230,8 @@ func (u *Uplink) onConnect(c paho.Client) {
 			u.log.Warn("uplink command dropped: too many waiting", "topic", m.Topic())
 		}
 	}
-	for _, f := range []string{u.opts.Prefix + "cmd/#", u.opts.Prefix + "run/#"} {
+	for _, rel := range command.CommandFilters {
+		f := u.opts.Prefix + rel
 		tok := c.Subscribe(f, 1, handler)
 		go func() {
 			if tok.WaitTimeout(10*time.Second) && tok.Error() != nil {
@@ -241,14 +246,14 @@ func (u *Uplink) onLost(err error) {
 	u.connected.Store(false)
 	n, b, _ := u.store.Usage()
 	u.log.Warn("uplink lost its broker", "broker", u.opts.URL, "error", err, "backlog", n)
-	u.note("disconnected", err.Error(), n, b)
+	u.note("disconnected", err.Error(), n, b) // the journal's record of the link, not a reply
 }
 
 // note journals a change of the link.
 func (u *Uplink) note(state, why string, backlog int, bytes int64) {
-	_, _ = u.eng.Note(context.Background(), runtime.KindLink, "", map[string]any{
-		"link": "uplink", "state": state, "broker": u.opts.URL, "why": why,
-		"backlog": backlog, "backlog_bytes": bytes, "dropped": u.dropped.Load(),
+	_, _ = u.eng.Note(context.Background(), runtime.KindLink, "", runtime.LinkBody{
+		Link: "uplink", State: state, Broker: u.opts.URL, Why: why,
+		Backlog: backlog, BacklogBytes: bytes, Dropped: u.dropped.Load(),
 	})
 }
 
@@ -262,61 +267,40 @@ func essential(k runtime.Kind) bool {
 	return false
 }
 
-// messages returns what an event sends upstream.
-func (u *Uplink) messages(ev runtime.Event) []store.OutMessage {
+// messages returns what an event sends upstream: what the fold makes of
+// it, as far as the configuration forwards it.
+func (u *Uplink) messages(f *command.Fold, ev runtime.Event) []store.OutMessage {
+	msgs, err := f.Apply(ev)
+	if err != nil {
+		u.log.Warn("uplink event not forwarded in full", "journal_seq", ev.Seq, "kind", ev.Kind, "error", err)
+	}
+	return u.outMessages(ev, msgs)
+}
+
+// outMessages keeps the messages the configuration forwards (checkpoints
+// always: a copy off the device is what makes a checkpoint evidence), and
+// marks the ones the outbox may never drop: receipts, approvals, and the
+// events of essential kinds. A checkpoint is not essential: a newer one
+// supersedes it, and the outbox drops the oldest first.
+func (u *Uplink) outMessages(ev runtime.Event, msgs []command.Message) []store.OutMessage {
+	fw := u.opts.Forward
 	var out []store.OutMessage
-	p := u.opts.Prefix
-	add := func(topic string, v any, retain, ess bool) {
-		var payload []byte
-		if v != nil {
-			var err error
-			if payload, err = json.Marshal(v); err != nil {
-				return
-			}
+	for _, m := range msgs {
+		var send, ess bool
+		switch m.Stream {
+		case command.StreamEvents:
+			send, ess = fw.Events, essential(ev.Kind)
+		case command.StreamState:
+			send = fw.State
+		case command.StreamReceipts:
+			send, ess = fw.Receipts, true
+		case command.StreamApprovals:
+			send, ess = fw.Approvals, true
+		case command.StreamCheckpoints:
+			send = true
 		}
-		out = append(out, store.OutMessage{Topic: p + topic, Payload: payload, Retain: retain, Essential: ess})
-	}
-	if u.opts.Forward.Events {
-		add("events", ev, false, essential(ev.Kind))
-	}
-	switch ev.Kind {
-	case runtime.KindObserved:
-		if u.opts.Forward.State {
-			var o struct{ Device, Capability string }
-			if json.Unmarshal(ev.Body, &o) == nil && o.Device != "" {
-				add("state/"+o.Device+"/"+o.Capability, json.RawMessage(ev.Body), true, false)
-			}
-		}
-	case runtime.KindActed:
-		var rc runtime.Receipt
-		if json.Unmarshal(ev.Body, &rc) == nil && rc.Device != "" {
-			if u.opts.Forward.Receipts {
-				add("receipts/"+rc.Device+"/"+rc.Capability, json.RawMessage(ev.Body), false, true)
-			}
-			if u.opts.Forward.State && rc.Observed != nil {
-				add("state/"+rc.Device+"/"+rc.Capability, map[string]any{"device": rc.Device, "capability": rc.Capability,
-					"value": rc.Observed, "at": rc.At, "quality": "good", "confirmation": rc.Confirmation}, true, false)
-			}
-		}
-	case runtime.KindCheckpoint:
-		// Always forwarded, retained: a copy off the device is what makes a
-		// checkpoint evidence. Not essential: a newer one supersedes it, and
-		// the outbox drops the oldest first.
-		if len(ev.Body) > 0 {
-			add("checkpoints", json.RawMessage(ev.Body), true, false)
-		}
-	case runtime.KindApprovalRequested:
-		var ap struct{ ID string }
-		if u.opts.Forward.Approvals && json.Unmarshal(ev.Body, &ap) == nil && ap.ID != "" {
-			add("approvals/"+ap.ID, json.RawMessage(ev.Body), true, true)
-		}
-	case runtime.KindApprovalAnswered, runtime.KindApprovalExpired:
-		var ans struct {
-			Approval string
-			Status   runtime.ApprovalStatus
-		}
-		if u.opts.Forward.Approvals && json.Unmarshal(ev.Body, &ans) == nil && ans.Approval != "" && ans.Status != runtime.ApprovalPending {
-			add("approvals/"+ans.Approval, nil, true, true) // clears the retained request upstream
+		if send {
+			out = append(out, store.OutMessage{Topic: u.opts.Prefix + m.Topic, Payload: m.Payload, Retain: m.Retain, Essential: ess})
 		}
 	}
 	return out
@@ -325,7 +309,7 @@ func (u *Uplink) messages(ev runtime.Event) []store.OutMessage {
 // enqueue follows the journal from cursor and appends what is to be sent
 // to the outbox, in batches of up to 100 ms, with the cursor in the same
 // write: after a restart it goes on where it stopped, adding nothing twice.
-func (u *Uplink) enqueue(ctx context.Context, cursor uint64) {
+func (u *Uplink) enqueue(ctx context.Context, f *command.Fold, cursor uint64) {
 	evs := make(chan runtime.Event, 1024)
 	go func() {
 		defer close(evs)
@@ -368,7 +352,7 @@ func (u *Uplink) enqueue(ctx context.Context, cursor uint64) {
 				flush()
 				return
 			}
-			batch = append(batch, u.messages(ev)...)
+			batch = append(batch, u.messages(f, ev)...)
 			last = ev.Seq
 			if len(batch) >= 512 {
 				flush()
@@ -459,10 +443,10 @@ func (u *Uplink) serveCommands(ctx context.Context) {
 
 func (u *Uplink) command(ctx context.Context, m paho.Message) {
 	rel := strings.TrimPrefix(m.Topic(), u.opts.Prefix)
-	r := mqtt.ParseRoute(rel)
-	reply := func(rep mqtt.Reply) { u.reply(r, rep) }
+	r := command.ParseRoute(rel)
+	reply := func(rep command.Reply) { u.reply(r, rep) }
 	refuse := func(outcome, why string) {
-		reply(mqtt.Refusal(r, mqtt.PeekID(m.Payload()), outcome, why))
+		reply(command.Refusal(r, command.PeekID(m.Payload()), outcome, why))
 		u.log.Info("uplink command not taken", "topic", m.Topic(), "outcome", outcome, "why", why)
 	}
 	if m.Retained() {
@@ -473,23 +457,21 @@ func (u *Uplink) command(ctx context.Context, m paho.Message) {
 	}
 	u.handled.Add(1)
 	if r.Kind == "" {
-		refuse(mqtt.OutcomeRefused, "topic "+m.Topic()+" is not "+u.opts.Prefix+"cmd/<device>/<capability> or "+u.opts.Prefix+"run/<plan>")
+		refuse(command.OutcomeRefused, "topic "+m.Topic()+" is not "+u.opts.Prefix+"cmd/<device>/<capability> or "+u.opts.Prefix+"run/<plan>")
 		return
 	}
-	req, err := mqtt.Prepare(u.eng, r, m.Payload())
+	req, err := u.disp.Prepare(r, m.Payload())
 	if err != nil {
-		refuse(mqtt.OutcomeFailed, err.Error())
+		refuse(command.OutcomeFailed, err.Error()) // what upstream sent is wrong: the error says what
 		return
 	}
 	if why := req.Stale(u.opts.Now(), u.opts.MaxCommandAge); why != "" {
-		refuse(mqtt.OutcomeRefused, why)
+		refuse(command.OutcomeRefused, why)
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	mqtt.Dispatch(cctx, u.eng, u.opts.Principal, "uplink", r.ReplyTopic(), r, req, reply, func(fn func(context.Context)) {
-		u.spawn(func() { fn(ctx) })
-	})
+	u.disp.Dispatch(cctx, u.opts.Principal, r.ReplyTopic(), r, req, reply)
 }
 
 // spawn runs fn in a goroutine Run waits for, unless it is stopping.
@@ -509,26 +491,18 @@ func (u *Uplink) answerParked(ctx context.Context) {
 		if rec.ReplyTo == "" {
 			continue
 		}
-		base := mqtt.Reply{ID: rec.RequestID}
-		if rec.Plan != "command" {
-			base.Plan = rec.Plan
-		}
 		topic := rec.ReplyTo
 		u.spawn(func() {
-			mqtt.AnswerWhenDone(ctx, u.eng, rec.ID, base, func(rep mqtt.Reply) { u.push(topic, rep) })
+			u.disp.AnswerWhenDone(ctx, rec.ID, command.ParkedBase(rec), func(rep command.Reply) { u.push(topic, rep) })
 		})
 	}
 }
 
 // reply queues a reply upstream in the outbox, as an essential message.
-func (u *Uplink) reply(r mqtt.Route, rep mqtt.Reply) { u.push(r.ReplyTopic(), rep) }
+func (u *Uplink) reply(r command.Route, rep command.Reply) { u.push(r.ReplyTopic(), rep) }
 
-func (u *Uplink) push(rel string, rep mqtt.Reply) {
-	payload, err := json.Marshal(rep)
-	if err != nil {
-		return
-	}
-	msg := []store.OutMessage{{Topic: u.opts.Prefix + rel, Payload: payload, Essential: true}}
+func (u *Uplink) push(rel string, rep command.Reply) {
+	msg := []store.OutMessage{{Topic: u.opts.Prefix + rel, Payload: command.EncodeReply(u.log, rep), Essential: true}}
 	if err := u.store.Push(msg); err != nil {
 		u.log.Error("uplink reply not queued", "error", err)
 		return

@@ -1,4 +1,4 @@
-package mqtt
+package command
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -121,7 +119,7 @@ func decodeBody(payload []byte) (body, error) {
 			if uerr != nil {
 				name = strings.TrimPrefix(err.Error(), "json: unknown field ")
 			}
-			return b, fmt.Errorf("unknown field %s (want value, id, reason, expires or at)", quoteShort(name))
+			return b, fmt.Errorf("unknown field %s (want value, id, reason, expires or at)", QuoteShort(name))
 		}
 		return b, fmt.Errorf("malformed JSON: %v", err)
 	}
@@ -131,7 +129,7 @@ func decodeBody(payload []byte) (body, error) {
 	if _, err := dec.Token(); err == nil {
 		return b, errors.New("malformed JSON: trailing data after the object")
 	}
-	if err := repeatedKey(payload); err != nil {
+	if err := RepeatedKey(payload); err != nil {
 		return b, err
 	}
 	return b, nil
@@ -142,14 +140,14 @@ func decodeBody(payload []byte) (body, error) {
 // would read the same.
 var errNotUTF8 = errors.New("not valid UTF-8 text")
 
-// maxDepth bounds the nesting repeatedKey walks; no command nests at all.
+// maxDepth bounds the nesting RepeatedKey walks; no command nests at all.
 const maxDepth = 32
 
-// repeatedKey returns an error naming the first key that an object of
+// RepeatedKey returns an error naming the first key that an object of
 // data, valid JSON, holds twice, comparing keys as encoding/json matches
 // them to fields (unescaped, letter case folded), or data nested deeper
 // than maxDepth. It reads data token by token, and never panics.
-func repeatedKey(data []byte) error {
+func RepeatedKey(data []byte) error {
 	type level struct {
 		keys    map[string]bool // nil for an array
 		wantKey bool
@@ -166,7 +164,7 @@ func repeatedKey(data []byte) error {
 			if k, ok := tok.(string); ok {
 				f := foldKey(k)
 				if stack[n-1].keys[f] {
-					return fmt.Errorf("key %s appears twice in one object", quoteShort(k))
+					return fmt.Errorf("key %s appears twice in one object", QuoteShort(k))
 				}
 				stack[n-1].keys[f], stack[n-1].wantKey = true, false
 				continue
@@ -210,9 +208,9 @@ func foldKey(k string) string {
 	return sb.String()
 }
 
-// quoteShort quotes what a client sent, cut to 80 characters, for an
+// QuoteShort quotes what a client sent, cut to 80 characters, for an
 // error message.
-func quoteShort(v string) string {
+func QuoteShort(v string) string {
 	v = strings.ToValidUTF8(v, "?")
 	if utf8.RuneCountInString(v) > 80 {
 		v = string([]rune(v)[:80]) + "…"
@@ -292,7 +290,7 @@ func (b *body) common(r *Request) error {
 		}
 		t, err := time.Parse(time.RFC3339Nano, *f.s)
 		if err != nil {
-			return fmt.Errorf("field %q: %s is not an RFC 3339 time (like 2026-05-01T12:00:00Z)", f.name, quoteShort(*f.s))
+			return fmt.Errorf("field %q: %s is not an RFC 3339 time (like 2026-05-01T12:00:00Z)", f.name, QuoteShort(*f.s))
 		}
 		*f.to = t
 	}
@@ -313,75 +311,4 @@ func (r *Request) Stale(now time.Time, maxAge time.Duration) string {
 		return "its age cannot be told: give \"expires\" or \"at\""
 	}
 	return ""
-}
-
-// Outcomes of a reply.
-const (
-	OutcomeActed = "acted"
-	// OutcomeContradicted is an act whose read-back contradicted it: the
-	// driver took the command, but the world did not follow. It is not a
-	// success, and a client must not read it as one.
-	OutcomeContradicted    = "contradicted"
-	OutcomeCompleted       = "completed"
-	OutcomeRefused         = "refused"
-	OutcomePendingApproval = "pending_approval"
-	OutcomeFailed          = "failed"
-	OutcomeStarted         = "started"
-)
-
-// Reply is what a command gets back.
-type Reply struct {
-	ID string `json:"id"`
-	// IDGenerated is true when the sender gave no id and the gateway made
-	// this one.
-	IDGenerated bool   `json:"id_generated,omitempty"`
-	Outcome     string `json:"outcome"`
-	// Why says why, for every outcome but acted, completed and started.
-	Why        string           `json:"why,omitempty"`
-	Device     string           `json:"device,omitempty"`
-	Capability string           `json:"capability,omitempty"`
-	Plan       string           `json:"plan,omitempty"`
-	Run        string           `json:"run,omitempty"`
-	Approval   *ApprovalRef     `json:"approval,omitempty"`
-	Receipt    *runtime.Receipt `json:"receipt,omitempty"`
-	Reading    *devices.Reading `json:"reading,omitempty"`
-	// Replayed is true when a repeated id got its first outcome again.
-	Replayed bool `json:"replayed,omitempty"`
-}
-
-// ApprovalRef names the approval a command waits for.
-type ApprovalRef struct {
-	ID      string    `json:"id"`
-	Expires time.Time `json:"expires"`
-	Why     string    `json:"why"`
-}
-
-// replyFor turns an observation into a reply.
-func replyFor(obs runtime.Observation) Reply {
-	r := Reply{Device: obs.Device, Capability: obs.Capability, Run: obs.Run, Why: obs.Why, Receipt: obs.Receipt,
-		Reading: obs.Reading, Replayed: obs.Replayed}
-	switch obs.Kind {
-	case runtime.Acted:
-		r.Outcome = OutcomeActed
-		r.Why = ""
-		switch {
-		case obs.Receipt != nil && obs.Receipt.Confirmation == runtime.Contradicted:
-			r.Outcome, r.Why = OutcomeContradicted, "the read-back contradicted the act: "+obs.Receipt.Detail
-		case obs.Receipt != nil && obs.Receipt.Confirmation != runtime.Confirmed:
-			r.Why = "acted, " + string(obs.Receipt.Confirmation) + ": " + obs.Receipt.Detail
-		}
-	case runtime.Completed:
-		r.Outcome, r.Why = OutcomeCompleted, ""
-	case runtime.Refused:
-		r.Outcome = OutcomeRefused
-	case runtime.ApprovalRequest:
-		r.Outcome = OutcomePendingApproval
-		if a := obs.Approval; a != nil {
-			r.Approval = &ApprovalRef{ID: a.ID, Expires: a.Expires, Why: a.Why}
-			r.Why = "waiting for approval " + a.ID + ": " + a.Why
-		}
-	default:
-		r.Outcome = OutcomeFailed
-	}
-	return r
 }

@@ -1,4 +1,4 @@
-package mqtt
+package command
 
 import (
 	"bytes"
@@ -78,34 +78,9 @@ func TestStale(t *testing.T) {
 	}
 }
 
-func TestTopicFilters(t *testing.T) {
-	for _, tc := range []struct {
-		filter, topic string
-		want          bool
-	}{
-		{"a/#", "a", true}, {"a/#", "a/b/c", true}, {"a/+/c", "a/b/c", true}, {"a/+", "a/b/c", false},
-		{"#", "x", true}, {"a/b", "a/b", true}, {"a/b", "a/c", false}, {"+/+", "a", false},
-	} {
-		if got := Matches(tc.filter, tc.topic); got != tc.want {
-			t.Errorf("Matches(%q, %q) = %v", tc.filter, tc.topic, got)
-		}
-	}
-	for _, tc := range []struct {
-		pattern, filter string
-		want            bool
-	}{
-		{"a/#", "a/#", true}, {"a/#", "a/+/c", true}, {"a/+/c", "a/+/c", true}, {"a/+/c", "a/#", false},
-		{"a/b/#", "a/#", false}, {"a/+", "a/b", true}, {"a/b", "a/+", false}, {"#", "#", true},
-	} {
-		if got := Covers(tc.pattern, tc.filter); got != tc.want {
-			t.Errorf("Covers(%q, %q) = %v", tc.pattern, tc.filter, got)
-		}
-	}
-}
-
 // FuzzParseCommand feeds payloads of every value type: the parser must
-// never panic, an error must say something, and a value it accepts must be
-// of the type asked for.
+// never panic, an error must say something, a value it accepts must be of
+// the type asked for, and PeekID reads only valid ids.
 func FuzzParseCommand(f *testing.F) {
 	for _, s := range []string{``, `true`, `1.5`, `"low"`, `{"value":true,"id":"x"}`, `{"value":{"a":1}}`, `{"expires":"2026-05-01T12:00:00Z"}`,
 		`{"value": tru`, `{"valu": 1}`, `null`, `[`, `{"id":7}`, `{"value":false,"id":"e3","value":true}`, `{"Value":1,"value":2}`,
@@ -116,6 +91,10 @@ func FuzzParseCommand(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, payload []byte, typ uint8) {
 		ty := []value.Type{value.TypeBool, value.TypeNumber, value.TypeEnum, value.TypeString}[typ%4]
+		// The id a reply to a payload that does not parse carries is a valid one.
+		if id := PeekID(payload); id != "" && checkID(id) != "" {
+			t.Fatalf("PeekID(%q) = %q, not a valid id", payload, id)
+		}
 		r, err := ParseCommand(payload, ty, []string{"off", "low", "high"})
 		if err != nil {
 			if err.Error() == "" {
@@ -132,7 +111,7 @@ func FuzzParseCommand(f *testing.F) {
 		if !utf8.Valid(payload) {
 			t.Fatalf("a payload of invalid UTF-8 was taken: %q", payload)
 		}
-		if repeatedKey(payload) != nil {
+		if RepeatedKey(payload) != nil {
 			t.Fatalf("a payload with a repeated key was taken: %q", payload)
 		}
 		if n := naiveRepeats(payload); n {
@@ -185,9 +164,9 @@ func TestRepeatedKey(t *testing.T) {
 		{strings.Repeat(`[`, 32) + strings.Repeat(`]`, 32), ""}, {strings.Repeat(`[`, 33) + strings.Repeat(`]`, 33), "nested deeper"},
 		{strings.Repeat(`{"a":`, 100000), "nested deeper"}, {`{"a":1,`, ""}, {`}}]]`, ""},
 	} {
-		err := repeatedKey([]byte(tc.in))
+		err := RepeatedKey([]byte(tc.in))
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("repeatedKey(%.40q) = %v, want %q", tc.in, err, tc.want)
+			t.Errorf("RepeatedKey(%.40q) = %v, want %q", tc.in, err, tc.want)
 		}
 	}
 }

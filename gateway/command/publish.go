@@ -1,0 +1,301 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+// Stream says what a Message carries, so that a surface can choose what it
+// publishes: the broker publishes every stream but receipts, the uplink
+// what its configuration forwards.
+type Stream uint8
+
+// The streams.
+const (
+	// StreamEvents is every journal event on TopicEvents.
+	StreamEvents Stream = iota + 1
+	// StreamState is the retained State of a capability on StateTopic.
+	StreamState
+	// StreamReceipts is the receipt of an actuation on ReceiptTopic.
+	StreamReceipts
+	// StreamApprovals is a pending approval, retained on ApprovalTopic,
+	// and the empty message that clears it once it is answered.
+	StreamApprovals
+	// StreamCheckpoints is the newest signed checkpoint, retained on
+	// TopicCheckpoints.
+	StreamCheckpoints
+)
+
+// Message is one publication of a surface.
+type Message struct {
+	Stream Stream
+	// Topic is relative to the surface's prefix.
+	Topic string
+	// Payload is nil for a message that clears a retained one.
+	Payload []byte
+	Retain  bool
+}
+
+// State is the payload of state/<device>/<capability>, retained: the last
+// known state of a capability. The broker and the uplink publish the same
+// bytes for it. Value, At and Quality are the latest reading (a sensor's,
+// or an actuator's read-back, which is good); Confirmation and Attempt
+// are what the latest actuation's receipt said. Fields without a value
+// yet are left out. For example:
+//
+//	{"device":"valve-1","capability":"open","value":true,"at":"2026-05-01T12:00:00Z","quality":"good","confirmation":"confirmed","attempt":"att-0f3a"}
+type State struct {
+	Device     string       `json:"device"`
+	Capability string       `json:"capability"`
+	Value      *value.Value `json:"value,omitempty"`
+	At         time.Time    `json:"at,omitzero"`
+	// Quality is "good", "stale" or "bad".
+	Quality string `json:"quality,omitempty"`
+	// Confirmation is what the last actuation's read-back found.
+	Confirmation runtime.Confirmation `json:"confirmation,omitempty"`
+	// Attempt names the last actuation.
+	Attempt string `json:"attempt,omitempty"`
+}
+
+// Source is what a Fold reads of the engine: the state it starts from and
+// the approvals it republishes. *runtime.Engine implements it.
+type Source interface {
+	States() []runtime.StateRecord
+	Approvals() []runtime.Approval
+	Approval(id string) (runtime.Approval, bool)
+}
+
+// Fold turns journal events into what a surface publishes: the one place
+// where the broker and the uplink read event bodies, so that they publish
+// one and the same payload for the same event. It keeps the State of every
+// capability, starting from the engine's, and folds each event into it.
+// A Fold is not safe for concurrent use: each surface has its own, used by
+// the goroutine that follows the journal.
+type Fold struct {
+	src    Source
+	states map[string]*State
+}
+
+// NewFold returns a fold that starts from the engine's current state.
+func NewFold(src Source) *Fold {
+	f := &Fold{src: src, states: map[string]*State{}}
+	for _, st := range src.States() {
+		s := f.state(st.Device, st.Capability)
+		if rd := st.Reading; rd != nil {
+			v := rd.Value
+			s.Value, s.At, s.Quality = &v, rd.At, rd.Quality.String()
+		}
+		if rc := st.Receipt; rc != nil {
+			s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
+		}
+	}
+	return f
+}
+
+func (f *Fold) state(device, capability string) *State {
+	k := device + "/" + capability
+	s, ok := f.states[k]
+	if !ok {
+		s = &State{Device: device, Capability: capability}
+		f.states[k] = s
+	}
+	return s
+}
+
+// Snapshot returns the retained messages of the state the fold started
+// from: the State of every capability, sorted, and every pending approval.
+// A surface publishes them before it follows the journal.
+func (f *Fold) Snapshot() ([]Message, error) {
+	var out []Message
+	var errs []error
+	for _, st := range f.src.States() { // sorted by the engine
+		m, err := stateMessage(f.state(st.Device, st.Capability))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, m)
+	}
+	for _, ap := range f.src.Approvals() {
+		payload, err := Encode(ap)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("encoding approval %s: %w", ap.ID, err))
+			continue
+		}
+		out = append(out, Message{Stream: StreamApprovals, Topic: ApprovalTopic(ap.ID), Payload: payload, Retain: true})
+	}
+	return out, joinErrs(errs)
+}
+
+func stateMessage(s *State) (Message, error) {
+	payload, err := Encode(s)
+	if err != nil {
+		return Message{}, fmt.Errorf("encoding the state of %s.%s: %w", s.Device, s.Capability, err)
+	}
+	return Message{Stream: StreamState, Topic: StateTopic(s.Device, s.Capability), Payload: payload, Retain: true}, nil
+}
+
+// Apply folds one event and returns what to publish for it, in order:
+// the event itself, then what it changed (a capability's state, a
+// receipt, an approval, the newest checkpoint). An event whose body
+// cannot be read yields the event alone and an error naming it.
+func (f *Fold) Apply(ev runtime.Event) ([]Message, error) {
+	payload, err := Encode(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encoding event %d (%s): %w", ev.Seq, ev.Kind, err)
+	}
+	out := []Message{{Stream: StreamEvents, Topic: TopicEvents, Payload: payload}}
+	more, err := f.changes(ev)
+	return append(out, more...), err
+}
+
+// changes reads the body of an event that changes what is retained.
+func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
+	switch ev.Kind {
+	case runtime.KindObserved:
+		var o runtime.ObservedBody
+		if err := ev.DecodeBody(&o); err != nil || o.Device == "" {
+			return nil, bodyErr(ev, err)
+		}
+		s := f.state(o.Device, o.Capability)
+		v := o.Value
+		s.Value, s.At, s.Quality = &v, o.At, o.Quality
+		m, err := stateMessage(s)
+		if err != nil {
+			return nil, err
+		}
+		return []Message{m}, nil
+	case runtime.KindActed:
+		var rc runtime.Receipt
+		if err := ev.DecodeBody(&rc); err != nil || rc.Device == "" {
+			return nil, bodyErr(ev, err)
+		}
+		out := []Message{{Stream: StreamReceipts, Topic: ReceiptTopic(rc.Device, rc.Capability), Payload: ev.Body}}
+		s := f.state(rc.Device, rc.Capability)
+		s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
+		if rc.Observed != nil {
+			v := *rc.Observed
+			s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
+		}
+		m, err := stateMessage(s)
+		if err != nil {
+			return out, err
+		}
+		return append(out, m), nil
+	case runtime.KindApprovalRequested:
+		var ap runtime.Approval
+		if err := ev.DecodeBody(&ap); err != nil || ap.ID == "" {
+			return nil, bodyErr(ev, err)
+		}
+		return []Message{{Stream: StreamApprovals, Topic: ApprovalTopic(ap.ID), Payload: ev.Body, Retain: true}}, nil
+	case runtime.KindApprovalAnswered, runtime.KindApprovalExpired:
+		id, status, err := closedApproval(ev)
+		if err != nil {
+			return nil, err
+		}
+		if status != runtime.ApprovalPending {
+			// An empty retained message clears the request.
+			return []Message{{Stream: StreamApprovals, Topic: ApprovalTopic(id), Retain: true}}, nil
+		}
+		// One of several approvals: the request stays, with its answers so far.
+		ap, ok := f.src.Approval(id)
+		if !ok || ap.Status != runtime.ApprovalPending {
+			return nil, nil // a later event closes it
+		}
+		payload, err := Encode(ap)
+		if err != nil {
+			return nil, fmt.Errorf("encoding approval %s: %w", id, err)
+		}
+		return []Message{{Stream: StreamApprovals, Topic: ApprovalTopic(id), Payload: payload, Retain: true}}, nil
+	case runtime.KindCheckpoint:
+		if len(ev.Body) == 0 {
+			return nil, nil // an empty retained message would clear the last one
+		}
+		return []Message{{Stream: StreamCheckpoints, Topic: TopicCheckpoints, Payload: ev.Body, Retain: true}}, nil
+	}
+	return nil, nil
+}
+
+// closedApproval reads which approval an answer or an expiry concerns,
+// and its status after it.
+func closedApproval(ev runtime.Event) (string, runtime.ApprovalStatus, error) {
+	if ev.Kind == runtime.KindApprovalAnswered {
+		var a runtime.AnsweredBody
+		if err := ev.DecodeBody(&a); err != nil || a.Approval == "" {
+			return "", "", bodyErr(ev, err)
+		}
+		return a.Approval, a.Status, nil
+	}
+	var c runtime.ClosedBody
+	if err := ev.DecodeBody(&c); err != nil || c.Approval == "" {
+		return "", "", bodyErr(ev, err)
+	}
+	return c.Approval, c.Status, nil
+}
+
+// bodyErr is the error for an event whose body could not be read, or
+// lacks the field that says what it concerns.
+func bodyErr(ev runtime.Event, err error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("event %d (%s): the body names no subject", ev.Seq, ev.Kind)
+}
+
+func joinErrs(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d messages not encoded, the first: %w", len(errs), errs[0])
+}
+
+// Events is what NewestCheckpoint reads of the journal. *runtime.Engine
+// implements it.
+type Events interface {
+	Events(ctx context.Context, since uint64, limit int) ([]runtime.Event, error)
+}
+
+// checkpointLookback bounds how far back NewestCheckpoint looks, so that
+// a start never reads more than this much of a long history.
+const checkpointLookback = 64 << 10
+
+// NewestCheckpoint returns the body of the newest checkpoint event at or
+// before seq, looking back through at most the last 65,536 events (a
+// checkpoint is made every thousand events or every minute, so the newest
+// is near the end). It returns false when there is none, or when the
+// journal cannot be read.
+func NewestCheckpoint(ctx context.Context, j Events, seq uint64) (json.RawMessage, bool) {
+	const window = 1024
+	for end, looked := seq, 0; end > 0 && looked < checkpointLookback; looked += window {
+		start := end - min(end, window)
+		evs, err := j.Events(ctx, start, window)
+		if err != nil || len(evs) == 0 {
+			return nil, false
+		}
+		var found json.RawMessage
+		for _, ev := range evs {
+			if ev.Seq <= end && ev.Kind == runtime.KindCheckpoint {
+				found = json.RawMessage(ev.Body)
+			}
+		}
+		if found != nil {
+			return found, true
+		}
+		if evs[0].Seq > start+1 {
+			return nil, false // what is older was pruned
+		}
+		end = start
+	}
+	return nil, false
+}
+
+// CheckpointMessage is the retained message of a checkpoint's body.
+func CheckpointMessage(body []byte) Message {
+	return Message{Stream: StreamCheckpoints, Topic: TopicCheckpoints, Payload: body, Retain: true}
+}

@@ -1,0 +1,50 @@
+package mqtt
+
+import (
+	"context"
+
+	"github.com/shadowgate/shadowgate/gateway/command"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// publishInitial publishes the retained state and pending approvals the
+// fold starts from, and the newest checkpoint, before any client connects.
+func (b *Broker) publishInitial(ctx context.Context, f *command.Fold) {
+	msgs, err := f.Snapshot()
+	if err != nil {
+		b.log.Error("mqtt retained state not published in full", "error", err)
+	}
+	b.publishAll(msgs)
+	if body, ok := command.NewestCheckpoint(ctx, b.eng, b.eng.RestoredSeq()); ok && len(body) > 0 {
+		b.publishAll([]command.Message{command.CheckpointMessage(body)})
+	}
+}
+
+// follow publishes every journal event after since on the events topic,
+// and keeps the retained state and approvals up to date, until ctx ends.
+func (b *Broker) follow(ctx context.Context, f *command.Fold, since uint64) {
+	err := b.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
+		msgs, err := f.Apply(ev)
+		if err != nil {
+			b.log.Warn("mqtt event not published in full", "journal_seq", ev.Seq, "kind", ev.Kind, "error", err)
+		}
+		b.publishAll(msgs)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		b.log.Error("mqtt stopped following the journal", "error", err)
+	}
+}
+
+// publishAll publishes messages from the gateway itself at QoS 1: every
+// stream but receipts, which travel in replies and on the events topic.
+func (b *Broker) publishAll(msgs []command.Message) {
+	for _, m := range msgs {
+		if m.Stream == command.StreamReceipts {
+			continue
+		}
+		if err := b.srv.Publish(b.opts.Prefix+m.Topic, m.Payload, m.Retain, 1); err != nil {
+			b.log.Warn("mqtt publish failed", "topic", m.Topic, "error", err)
+		}
+	}
+}
