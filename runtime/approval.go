@@ -180,7 +180,7 @@ func (e *Engine) mayApproveLocked(ap *Approval, a Answer) error {
 		return fmt.Errorf("approval %s changes to a wider mode and needs an admin: %w", ap.ID, ErrNotPermitted)
 	}
 	if ap.Kind == "actuation" {
-		if m, ok := e.modes[e.mode.Name]; ok && m.ApprovalsRequired > ap.Required {
+		if m, ok := e.conf().modes[e.mode.Name]; ok && m.ApprovalsRequired > ap.Required {
 			ap.Required = m.ApprovalsRequired
 		}
 	}

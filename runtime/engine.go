@@ -86,14 +86,13 @@ var (
 // goroutine of every run it starts, and those of pollers and schedules
 // started by Run; Close (or the end of Run) cancels them and waits.
 type Engine struct {
-	reg       *devices.Registry
-	j         Journal
-	now       func() time.Time
-	log       *slog.Logger
-	policies  map[string]*CapPolicy
-	plans     map[string]*Plan
-	modes     map[string]governance.Mode
-	opts      Options
+	reg  *devices.Registry
+	j    Journal
+	now  func() time.Time
+	log  *slog.Logger
+	opts Options
+	// cfg is the configuration in force; Reconfigure swaps it whole.
+	cfg       atomic.Pointer[config]
 	facts     facts
 	bus       bus
 	policy    atomic.Pointer[governance.Policy]
@@ -152,9 +151,6 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	setDefaults(&opts)
 	e := &Engine{
 		reg: opts.Registry, j: opts.Journal, now: opts.Now, log: opts.Logger, opts: opts,
-		policies:  map[string]*CapPolicy{},
-		plans:     map[string]*Plan{},
-		modes:     governance.ShippedModes(),
 		facts:     facts{m: map[string]devices.Reading{}},
 		rules:     map[string]RuleRecord{},
 		approvals: map[string]*pending{},
@@ -170,29 +166,15 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if n, ok := opts.Journal.(notifier); ok {
 		n.Notify(e.bus.publish)
 	}
-	for k, p := range opts.Policies {
-		e.policies[k] = &p
+	cfg, err := checkConfig(Config{Policies: opts.Policies, Modes: opts.Modes, Rules: opts.Rules, Plans: opts.Plans})
+	if err != nil {
+		return nil, err
 	}
-	for _, m := range opts.Modes {
-		if err := governance.CheckConfigured(m); err != nil {
-			return nil, err
-		}
-		e.modes[m.Name] = m
-	}
-	for i := range opts.Plans {
-		p := &opts.Plans[i]
-		if err := p.validate(); err != nil {
-			return nil, err
-		}
-		e.plans[p.Name] = p
-	}
-	for _, r := range opts.Rules {
-		if err := r.Validate(); err != nil {
-			return nil, err
-		}
+	e.cfg.Store(cfg)
+	for _, r := range cfg.rules {
 		e.rules[r.ID] = RuleRecord{Rule: r}
 	}
-	if _, ok := e.modes[opts.Mode]; !ok {
+	if _, ok := cfg.modes[opts.Mode]; !ok {
 		return nil, fmt.Errorf("initial mode %q: %w", opts.Mode, ErrUnknownMode)
 	}
 	e.mode = ModeRecord{Name: opts.Mode, By: "configuration", Since: opts.Now()}
@@ -271,7 +253,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 	}
-	for _, p := range e.plans {
+	for _, p := range e.conf().plans {
 		if p.Every > 0 {
 			wg.Go(func() { e.schedule(ctx, p) })
 		}

@@ -3,11 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"time"
-
-	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/governance"
-	"github.com/shadowgate/shadowgate/value"
 )
 
 // Journal is the durable witness of everything the engine decides: the
@@ -69,15 +64,6 @@ type Snapshot struct {
 	States []StateRecord
 }
 
-// StateRecord is the last known state of one capability: its latest
-// reading and, for an actuator, the receipt of its latest actuation.
-type StateRecord struct {
-	Device     string           `json:"device"`
-	Capability string           `json:"capability"`
-	Reading    *devices.Reading `json:"reading,omitempty"`
-	Receipt    *Receipt         `json:"receipt,omitempty"`
-}
-
 // Errors of the journal.
 var (
 	// ErrIllegalTransition is returned when an attempt record skips or
@@ -87,139 +73,20 @@ var (
 	ErrJournalClosed = errors.New("journal closed")
 )
 
-// ApprovalStatus is where an approval stands.
-type ApprovalStatus string
-
-// The statuses of an approval.
-const (
-	ApprovalPending    ApprovalStatus = "pending"
-	ApprovalApproved   ApprovalStatus = "approved"
-	ApprovalDenied     ApprovalStatus = "denied"
-	ApprovalExpired    ApprovalStatus = "expired"
-	ApprovalSuperseded ApprovalStatus = "superseded"
-)
-
-// Decision is a person's answer to an approval.
-type Decision string
-
-// The answers a person can give.
-const (
-	Approve        Decision = "approve"
-	Deny           Decision = "deny"
-	ApproveAndRule Decision = "approve_and_rule"
-)
-
-// AnswerRecord is one person's answer, as the journal keeps it.
-type AnswerRecord struct {
-	By       string    `json:"by"`
-	Decision Decision  `json:"decision"`
-	Reason   string    `json:"reason,omitempty"`
-	Rule     string    `json:"rule,omitempty"`
-	At       time.Time `json:"at"`
+// TransitionError is an illegal attempt transition. It matches
+// ErrIllegalTransition with errors.Is.
+type TransitionError struct {
+	Key      string
+	From, To AttemptState
 }
 
-// Authorization is the single-use permission an approval issues: it is
-// bound to the digest of the exact act and valid for a short window.
-type Authorization struct {
-	ID         string    `json:"id"`
-	Digest     string    `json:"digest"`
-	ValidUntil time.Time `json:"valid_until"`
-	Used       bool      `json:"used"`
+func (e *TransitionError) Error() string {
+	from := string(e.From)
+	if from == "" {
+		from = "(none)"
+	}
+	return "attempt " + e.Key + ": illegal transition " + from + " -> " + string(e.To)
 }
 
-// Approval is a parked step waiting for people, or the record of how they
-// answered. It is evidence of consent; the act itself runs on the
-// Authorization it issues.
-type Approval struct {
-	ID   string `json:"id"`
-	Run  string `json:"run"`
-	Step int    `json:"step"`
-	// Key is the idempotency key of the act.
-	Key string `json:"key"`
-	// Kind is "actuation" or "mode_change".
-	Kind       string      `json:"kind"`
-	Device     string      `json:"device,omitempty"`
-	Capability string      `json:"capability,omitempty"`
-	Value      value.Value `json:"value"`
-	// Current is the capability's last known value when asked.
-	Current *value.Value `json:"current,omitempty"`
-	// Mode is the mode a mode change asks for.
-	Mode      string `json:"mode,omitempty"`
-	Principal string `json:"principal"`
-	Origin    string `json:"origin"`
-	Reason    string `json:"reason,omitempty"`
-	// Why says why the step was asked; Stage and Field say what crossed.
-	Why   string `json:"why"`
-	Stage string `json:"stage"`
-	Field string `json:"field,omitempty"`
-	// Interlocks are the conditions the act depends on.
-	Interlocks []string `json:"interlocks,omitempty"`
-	// Required is how many different people must approve.
-	Required      int            `json:"required"`
-	AdminOnly     bool           `json:"admin_only,omitempty"`
-	RequestedAt   time.Time      `json:"requested_at"`
-	Expires       time.Time      `json:"expires"`
-	Status        ApprovalStatus `json:"status"`
-	Answers       []AnswerRecord `json:"answers,omitempty"`
-	Authorization *Authorization `json:"authorization,omitempty"`
-}
-
-// RuleRecord is a rule as the journal keeps it, with whether it was revoked.
-type RuleRecord struct {
-	Rule      governance.Rule `json:"rule"`
-	MadeAt    time.Time       `json:"made_at"`
-	Revoked   bool            `json:"revoked,omitempty"`
-	RevokedBy string          `json:"revoked_by,omitempty"`
-}
-
-// RunStatus is where a run stands.
-type RunStatus string
-
-// The statuses of a run. A run that ended says why.
-const (
-	RunRunning RunStatus = "running"
-	RunParked  RunStatus = "parked"
-	RunEnded   RunStatus = "ended"
-)
-
-// EndReason says why a run ended.
-type EndReason string
-
-// The reasons a run ends.
-const (
-	EndCompleted      EndReason = "completed"
-	EndRefused        EndReason = "refused"
-	EndFailed         EndReason = "failed"
-	EndLeaseExhausted EndReason = "lease_exhausted"
-	EndCancelled      EndReason = "cancelled"
-)
-
-// RunRecord is a run as the journal keeps it.
-type RunRecord struct {
-	ID         string        `json:"id"`
-	Plan       string        `json:"plan"`
-	Principal  string        `json:"principal"`
-	Origin     string        `json:"origin"`
-	RequestID  string        `json:"request_id,omitempty"`
-	Reason     string        `json:"reason,omitempty"`
-	Status     RunStatus     `json:"status"`
-	Step       int           `json:"step"`
-	Steps      int           `json:"steps"`
-	Actuations int           `json:"actuations"`
-	Spent      time.Duration `json:"spent"`
-	Approval   string        `json:"approval,omitempty"`
-	StartedAt  time.Time     `json:"started_at"`
-	EndedAt    time.Time     `json:"ended_at,omitzero"`
-	End        EndReason     `json:"end,omitempty"`
-	Why        string        `json:"why,omitempty"`
-	// ReplyTo is where the surface that took the run sends its outcome.
-	ReplyTo string `json:"reply_to,omitempty"`
-}
-
-// ModeRecord is the mode in force and since when.
-type ModeRecord struct {
-	Name    string    `json:"name"`
-	Since   time.Time `json:"since"`
-	Expires time.Time `json:"expires,omitzero"`
-	By      string    `json:"by"`
-}
+// Is makes errors.Is(err, ErrIllegalTransition) true.
+func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }

@@ -85,11 +85,11 @@ func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeReco
 func (e *Engine) modeRequest(by, name, reason string) (Approval, bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	target, ok := e.modes[name]
+	target, ok := e.conf().modes[name]
 	if !ok {
 		return Approval{}, false, fmt.Errorf("mode %q: %w", name, ErrUnknownMode)
 	}
-	cur := e.modes[e.mode.Name]
+	cur := e.conf().modes[e.mode.Name]
 	widens := target.SwitchWidens(cur)
 	if widens == "" {
 		return Approval{}, false, nil
@@ -111,8 +111,8 @@ func (e *Engine) modeRequest(by, name, reason string) (Approval, bool, error) {
 // narrowing is always safe. e.decide must be held.
 func (e *Engine) applyMode(ctx context.Context, name, by, reason string) {
 	e.mu.Lock()
-	m, from := e.modes[name], e.mode.Name
-	widens := m.SwitchWidens(e.modes[from]) != ""
+	m, from := e.conf().modes[name], e.mode.Name
+	widens := m.SwitchWidens(e.conf().modes[from]) != ""
 	e.mu.Unlock()
 	now := e.now()
 	next := ModeRecord{Name: name, Since: now, By: by}
@@ -150,8 +150,9 @@ func (e *Engine) expireModeApprovals(ctx context.Context) {
 
 // Modes returns every known mode, sorted by name.
 func (e *Engine) Modes() []governance.Mode {
-	out := make([]governance.Mode, 0, len(e.modes))
-	for _, m := range e.modes {
+	modes := e.conf().modes
+	out := make([]governance.Mode, 0, len(modes))
+	for _, m := range modes {
 		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b governance.Mode) int { return strings.Compare(a.Name, b.Name) })

@@ -32,7 +32,7 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	e.bus.last = snap.LastSeq
 	e.restoredSeq = snap.LastSeq
 	if snap.Mode != nil {
-		if _, ok := e.modes[snap.Mode.Name]; ok {
+		if _, ok := e.conf().modes[snap.Mode.Name]; ok {
 			e.mode = *snap.Mode
 		} else {
 			e.log.Warn("the journal's mode is no longer configured; starting in the configured mode",
@@ -135,7 +135,7 @@ func (e *Engine) resumeRun(rr RunRecord, ap Approval) (*run, string) {
 	if rr.Plan == "command" {
 		p = &Plan{Name: "command", Lease: e.opts.CommandLease,
 			Steps: []PlanStep{{Op: OpWrite, Device: ap.Device, Capability: ap.Capability, Value: ap.Value}}}
-	} else if p = e.plans[rr.Plan]; p == nil {
+	} else if p = e.conf().plans[rr.Plan]; p == nil {
 		return nil, "plan " + rr.Plan + " is no longer configured"
 	}
 	if rr.Step < 1 || rr.Step > len(p.Steps) {

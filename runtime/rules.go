@@ -88,7 +88,7 @@ func (e *Engine) rebuildPolicyLocked() {
 	// Deny rules first is not needed for correctness (the judge takes every
 	// deny before any allow), but a stable order makes verdicts repeatable.
 	slices.SortFunc(rules, func(a, b governance.Rule) int { return cmp.Compare(a.ID, b.ID) })
-	e.policy.Store(&governance.Policy{Modes: e.modes, Rules: rules})
+	e.policy.Store(&governance.Policy{Modes: e.conf().modes, Rules: rules})
 }
 
 func sortRuns(rs []RunRecord) {

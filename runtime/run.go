@@ -368,7 +368,7 @@ type StartPlan struct {
 
 // StartPlan starts a run of a configured plan and returns its record at once.
 func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error) {
-	p, ok := e.plans[sp.Plan]
+	p, ok := e.conf().plans[sp.Plan]
 	if !ok {
 		return RunRecord{}, fmt.Errorf("plan %q: %w", sp.Plan, ErrUnknownPlan)
 	}

@@ -32,8 +32,8 @@ func (e *Engine) Capability(device, capability string) (devices.Device, devices.
 
 // PlanNames returns the configured plans, sorted.
 func (e *Engine) PlanNames() []string {
-	out := make([]string, 0, len(e.plans))
-	for name := range e.plans {
+	out := make([]string, 0, len(e.conf().plans))
+	for name := range e.conf().plans {
 		out = append(out, name)
 	}
 	slices.Sort(out)
@@ -121,7 +121,7 @@ func (e *Engine) RecentApprovals(n int) []Approval {
 
 // Interlocks returns the conditions an actuator's writes depend on.
 func (e *Engine) Interlocks(device, capability string) []governance.Condition {
-	if p := e.policies[ref(device, capability)]; p != nil {
+	if p := e.conf().policies[ref(device, capability)]; p != nil {
 		return slices.Clone(p.Interlocks)
 	}
 	return nil
@@ -142,8 +142,8 @@ func (e *Engine) Devices() []devices.Device {
 
 // Plans returns the configured plans, sorted by name.
 func (e *Engine) Plans() []Plan {
-	out := make([]Plan, 0, len(e.plans))
-	for _, p := range e.plans {
+	out := make([]Plan, 0, len(e.conf().plans))
+	for _, p := range e.conf().plans {
 		out = append(out, *p)
 	}
 	slices.SortFunc(out, func(a, b Plan) int { return strings.Compare(a.Name, b.Name) })

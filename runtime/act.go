@@ -1,0 +1,262 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+// act carries an authorized write through the attempt's states. The
+// executing record is durable before the driver is called.
+func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent devices.Entry, c *devices.Capability,
+	pol *CapPolicy, dg, authz string) Observation {
+	a := Attempt{Key: w.key, ID: newID("act"), Run: base.Run, Step: w.step, Device: w.device, Capability: w.capability,
+		Value: w.value, Principal: w.principal, Digest: dg, State: AttemptStaged, Updated: e.now()}
+	// step moves the attempt to state and journals it; a nil body is the
+	// attempt itself, as it stands after the move.
+	step := func(state AttemptState, d Durability, kind Kind, body any) error {
+		a.State, a.Updated = state, e.now()
+		if body == nil {
+			body = attemptBody(&a)
+		}
+		rec := a
+		_, err := e.commit(ctx, d, Event{Kind: kind, Run: base.Run, Step: w.step, Device: w.device}, body,
+			func(en *Entry) { en.Attempt = &rec })
+		return err
+	}
+	if err := step(AttemptStaged, Async, KindInvoked, nil); err != nil {
+		return e.failedQuiet(base, "not acting: "+err.Error())
+	}
+	a.Authorization = authz
+	if w.resume != nil {
+		// The authorized record consumes the approval's authorization in the
+		// same commit.
+		used := *w.resume
+		a.State, a.Updated = AttemptAuthorized, e.now()
+		rec := a
+		if _, err := e.commit(ctx, Async, Event{Kind: KindInvoked, Run: base.Run, Step: w.step, Device: w.device}, attemptBody(&a),
+			func(en *Entry) { en.Attempt = &rec; en.Approval = &used }); err != nil {
+			return e.failedQuiet(base, "not acting: "+err.Error())
+		}
+	} else if err := step(AttemptAuthorized, Async, KindInvoked, nil); err != nil {
+		return e.failedQuiet(base, "not acting: "+err.Error())
+	}
+	// The executing record also brings the run's record up to this step,
+	// so a start after a crash knows where the run was.
+	a.State, a.Updated = AttemptExecuting, e.now()
+	executing, rr := a, w.run.snapshot()
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindInvoked, Run: base.Run, Step: w.step, Device: w.device}, attemptBody(&a),
+		func(en *Entry) { en.Attempt = &executing; en.Run = rr }); err != nil {
+		return e.failedQuiet(base, "not acting: the intent could not be journaled: "+err.Error())
+	}
+	w.run.charge(true)
+	dctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
+	err := e.callWrite(dctx, ent.Driver, w.device, w.capability, w.value)
+	cancel()
+	target := ref(w.device, w.capability)
+	rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value, Driver: "ok"}
+	if err != nil && writeOutcome(err) == devices.OutcomeUnknown {
+		// The command may have reached the device: its effect is unknown,
+		// exactly as after a crash in the middle of a write.
+		return e.unknownAct(context.WithoutCancel(ctx), base, a, c, rc, err)
+	}
+	if err != nil {
+		// The driver says nothing was done: offline, refused, a bad
+		// address or value, or a failure before anything was sent.
+		outcome := devices.Classify(err)
+		code, _ := devices.RefusalCode(err)
+		rc.Driver, rc.Confirmation, rc.At = err.Error(), NotChecked, e.now()
+		a.Receipt, a.Why = rc, err.Error()
+		_ = step(AttemptFailed, Sync, KindFailed, FailedBody{Device: w.device, Capability: w.capability, Error: err.Error(),
+			Outcome: outcome.String(), Code: code, Receipt: rc})
+		base.Kind, base.Why, base.Receipt = Failed, driverWhy(outcome, w.device, err), rc
+		return base
+	}
+	e.recordChange(target)
+	rc.Confirmation, rc.Observed, rc.Detail = e.confirm(ctx, ent, c, pol, w.value)
+	rc.At = e.now()
+	a.Receipt = rc
+	a.State, a.Updated = AttemptReceipt, e.now()
+	final := a
+	st := &StateRecord{Device: w.device, Capability: w.capability, Receipt: rc}
+	if rd, ok := e.facts.get(target); ok && !rd.At.IsZero() {
+		st.Reading = &rd // the read-back, if there was one
+	}
+	if _, err := e.commit(ctx, Sync, Event{Kind: KindActed, Run: base.Run, Step: w.step, Device: w.device}, rc, func(en *Entry) {
+		en.Attempt = &final
+		en.State = st
+	}); err != nil {
+		base.Kind, base.Why, base.Receipt = Failed, "acted, but the receipt could not be journaled: "+err.Error(), rc
+		return base
+	}
+	e.setReceipt(target, *rc)
+	if rc.Confirmation == Contradicted {
+		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: base.Run, Step: w.step, Device: w.device},
+			AlarmBody{Device: w.device, Capability: w.capability, Why: rc.Detail, Attempt: a.ID}, nil)
+		e.log.Warn("actuation contradicted", "device_id", w.device, "capability", w.capability, "detail", rc.Detail)
+	}
+	base.Kind, base.Receipt = Acted, rc
+	return base
+}
+
+// writeOutcome says what a write's error means. Beyond what the driver
+// says, a write cut off by its deadline or its context, or one whose
+// driver panicked, may have reached the device: its outcome is unknown.
+func writeOutcome(err error) devices.Outcome {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, errDriverPanicked) {
+		return devices.OutcomeUnknown
+	}
+	return devices.Classify(err)
+}
+
+// driverWhy says in a sentence what a driver's error means for device.
+func driverWhy(o devices.Outcome, device string, err error) string {
+	switch o {
+	case devices.OutcomeOffline:
+		return "device " + device + " is offline: " + err.Error()
+	case devices.OutcomeRefused:
+		return "device " + device + " refused: " + err.Error()
+	case devices.OutcomeBadRequest:
+		return "the driver cannot take this for " + device + ": " + err.Error()
+	}
+	return "the driver failed: " + err.Error()
+}
+
+// unknownAct settles a write whose outcome is unknown. The attempt
+// becomes unknown and locks the actuator; one read-back follows at once.
+// If it shows the commanded value, the attempt is reconciled, the lock
+// lifts and the act is reported with that confirmation. Otherwise the
+// actuator stays locked until an admin resolves it. Nothing is retried.
+func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c *devices.Capability, rc *Receipt, cause error) Observation {
+	target := ref(a.Device, a.Capability)
+	a.State, a.Updated = AttemptUnknown, e.now()
+	a.Why = "the driver could not tell whether the act took effect (" + cause.Error() + ")"
+	if devices.Classify(cause) != devices.OutcomeUnknown {
+		a.Why = "the driver did not answer (" + cause.Error() + "); whether the act took effect is unknown"
+	}
+	rc.Driver, rc.At = cause.Error(), e.now()
+	a.Receipt = rc
+	rec := a
+	_, _ = e.commit(ctx, Sync, Event{Kind: KindFailed, Run: a.Run, Step: a.Step, Device: a.Device}, FailedBody{
+		Device: a.Device, Capability: a.Capability, Attempt: a.ID, State: a.State, Error: a.Why, Outcome: devices.OutcomeUnknown.String(),
+	}, func(en *Entry) { en.Attempt = &rec })
+	e.lockTarget(target, a) // locked even if that record could not be written: fail closed
+	if c.ReadBack {
+		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
+		if obs.Kind == Completed && obs.Reading != nil && obs.Reading.Value.Equal(a.Value) {
+			got := obs.Reading.Value
+			if settled, err := e.settle(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got); settled && err == nil {
+				e.recordChange(target)
+				rc.Confirmation, rc.Observed, rc.Detail = Confirmed, &got, "the driver did not answer; the read-back shows the act took effect"
+				e.setReceipt(target, *rc)
+				base.Kind, base.Receipt = Acted, rc
+				return base
+			}
+		}
+		why := "the read-back failed: " + obs.Why
+		if obs.Reading != nil {
+			why = "the read-back is " + obs.Reading.Value.String() + ", not the commanded " + a.Value.String()
+		}
+		e.stayLocked(ctx, a, why)
+	} else {
+		e.stayLocked(ctx, a, c.Name+" has no read-back to tell")
+	}
+	rc.Confirmation = NotChecked
+	base.Kind, base.Receipt = Failed, rc
+	base.Why = a.Why + "; " + target + " is locked until an admin resolves attempt " + a.ID
+	return base
+}
+
+// setReceipt records the latest receipt of target.
+func (e *Engine) setReceipt(target string, rc Receipt) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.receipts[target] = rc
+}
+
+// lockTarget locks target until attempt a is reconciled or resolved.
+func (e *Engine) lockTarget(target string, a Attempt) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.locked[target] = a
+}
+
+func attemptBody(a *Attempt) AttemptBody {
+	return AttemptBody{Attempt: a.ID, Key: a.Key, State: a.State, Device: a.Device,
+		Capability: a.Capability, Value: a.Value, Principal: a.Principal, Authorization: a.Authorization}
+}
+
+// failedQuiet is a failure that cannot be journaled (the journal is what failed).
+func (e *Engine) failedQuiet(base Observation, why string) Observation {
+	base.Kind, base.Why = Failed, why
+	e.log.Error("actuation not carried out", "device_id", base.Device, "capability", base.Capability, "why", why)
+	return base
+}
+
+// confirm verifies an actuation as its policy says, within its timeout.
+func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capability, pol *CapPolicy, v value.Value) (Confirmation, *value.Value, string) {
+	if pol == nil || pol.Confirm == nil {
+		return NotChecked, nil, "no confirmation configured"
+	}
+	cf := pol.Confirm
+	within := cf.Within
+	if within <= 0 {
+		within = 5 * time.Second
+	}
+	deadline := e.now().Add(within)
+	var last *value.Value
+	var lastErr error
+	for {
+		var got value.Value
+		var ok bool
+		if cf.ReadBack && c.ReadBack {
+			rd, err := e.driverRead(ctx, ent.Driver, ent.Device.ID, c.Name)
+			if err == nil {
+				got, last, ok = rd.Value, &rd.Value, rd.Value.Equal(v)
+			}
+			lastErr = err
+		} else if cf.Sensor != "" {
+			dev, capability := splitRef(cf.Sensor)
+			if sent, found := e.reg.Lookup(dev); found {
+				rd, err := e.driverRead(ctx, sent.Driver, dev, capability)
+				if err == nil {
+					got = rd.Value
+					last, ok = &got, rd.Quality == devices.QualityGood && cf.Op.Holds(got, cf.Value)
+				}
+				lastErr = err
+			} else {
+				lastErr = errors.New(dev + " is not online")
+			}
+		} else {
+			return NotChecked, nil, "no confirmation configured"
+		}
+		if ok {
+			return Confirmed, last, ""
+		}
+		if !e.now().Before(deadline) {
+			break
+		}
+		t := time.NewTimer(min(250*time.Millisecond, deadline.Sub(e.now())))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Unconfirmed, last, "cancelled while confirming"
+		case <-t.C:
+		}
+	}
+	if last == nil {
+		why := "no reading within " + within.String()
+		if lastErr != nil {
+			why += ": " + lastErr.Error()
+		}
+		return Unconfirmed, nil, why
+	}
+	if cf.ReadBack {
+		return Contradicted, last, fmt.Sprintf("read-back is %s after %s, want %s", last, within, v)
+	}
+	return Contradicted, last, fmt.Sprintf("%s is %s after %s, want %s %s", cf.Sensor, last, within, cf.Op, cf.Value)
+}

@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// Config is what the engine takes from the configuration: the governance
+// of each capability, the configured modes, the standing rules and the
+// plans. The engine holds it as one snapshot that Reconfigure swaps
+// whole, so a step sees either the old configuration or the new one,
+// never a mix. The devices themselves live with their drivers.
+type Config struct {
+	// Policies holds the governance of each capability by "device.capability".
+	Policies map[string]CapPolicy
+	// Modes are the configured modes, each checked with
+	// governance.CheckConfigured. The shipped modes are always known.
+	Modes []governance.Mode
+	// Rules are standing rules from the configuration.
+	Rules []governance.Rule
+	// Plans are the named plans.
+	Plans []Plan
+}
+
+// config is a checked Config, as the engine reads it. It is never changed
+// once built.
+type config struct {
+	policies map[string]*CapPolicy
+	modes    map[string]governance.Mode
+	rules    []governance.Rule
+	plans    map[string]*Plan
+}
+
+// checkConfig checks c and builds the snapshot the engine reads.
+func checkConfig(c Config) (*config, error) {
+	out := &config{
+		policies: make(map[string]*CapPolicy, len(c.Policies)),
+		modes:    governance.ShippedModes(),
+		plans:    make(map[string]*Plan, len(c.Plans)),
+	}
+	for k, p := range c.Policies {
+		out.policies[k] = &p
+	}
+	for _, m := range c.Modes {
+		if err := governance.CheckConfigured(m); err != nil {
+			return nil, err
+		}
+		out.modes[m.Name] = m
+	}
+	plans := slices.Clone(c.Plans)
+	for i := range plans {
+		p := &plans[i]
+		if err := p.validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := out.plans[p.Name]; dup {
+			return nil, fmt.Errorf("plan %q is defined twice", p.Name)
+		}
+		out.plans[p.Name] = p
+	}
+	seen := map[string]bool{}
+	for _, r := range c.Rules {
+		if err := r.Validate(); err != nil {
+			return nil, err
+		}
+		if seen[r.ID] {
+			return nil, fmt.Errorf("rule %q is defined twice", r.ID)
+		}
+		seen[r.ID] = true
+	}
+	out.rules = slices.Clone(c.Rules)
+	return out, nil
+}
+
+// conf returns the configuration in force.
+func (e *Engine) conf() *config { return e.cfg.Load() }
+
+// Reconfigure checks c and, if it is sound, puts it in force at once and
+// whole: policies, modes, rules from the configuration and plans. Rules
+// added by approvals stay. It refuses, changing nothing, a configuration
+// that does not check or that drops the mode in force. Runs already
+// started keep the plan they started with; schedules and pollers are those
+// the engine started with.
+func (e *Engine) Reconfigure(ctx context.Context, c Config) error {
+	next, err := checkConfig(c)
+	if err != nil {
+		return fmt.Errorf("the new configuration: %w", err)
+	}
+	e.decide.Lock()
+	defer e.decide.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := next.modes[e.mode.Name]; !ok {
+		return fmt.Errorf("the new configuration drops mode %q, which is in force: %w", e.mode.Name, ErrUnknownMode)
+	}
+	for _, r := range next.rules {
+		if rr, ok := e.rules[r.ID]; ok && !rr.MadeAt.IsZero() {
+			return errors.New("the new configuration's rule " + r.ID + " has the id of a rule made by an approval")
+		}
+	}
+	for id, rr := range e.rules {
+		if rr.MadeAt.IsZero() { // from the configuration it replaces
+			delete(e.rules, id)
+		}
+	}
+	for _, r := range next.rules {
+		e.rules[r.ID] = RuleRecord{Rule: r}
+	}
+	e.cfg.Store(next)
+	e.rebuildPolicyLocked()
+	e.log.Info("configuration in force", "policies", len(next.policies), "modes", len(next.modes),
+		"rules", len(next.rules), "plans", slices.Sorted(maps.Keys(next.plans)))
+	return nil
+}

@@ -1,0 +1,101 @@
+package runtime_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+func TestReconfigureSwapsTheConfigurationWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, nil)
+		// Supervised: a write asks.
+		want(t, w.do("mqtt:alice", "c1", "valve-1", "open", on), runtime.ApprovalRequest, "")
+		if _, err := w.e.Answer(w.ctx, w.e.Approvals()[0].ID, runtime.Answer{By: "console:bob", Decision: runtime.Deny, Reason: "no"}); err != nil {
+			t.Fatal(err)
+		}
+
+		allowValve := governance.Rule{ID: "valve-by-day", Principal: "mqtt:*", Device: "valve-1", Capability: "open",
+			Decision: governance.DecideAllow, ExpiresAt: time.Now().Add(time.Hour), MadeBy: "configuration"}
+		cfg := runtime.Config{Policies: policies(), Rules: []governance.Rule{allowValve},
+			Plans: []runtime.Plan{{Name: "look", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}}}}
+		if err := w.e.Reconfigure(w.ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		want(t, w.do("mqtt:alice", "c2", "valve-1", "open", on), runtime.Acted, "")
+		if names := w.e.PlanNames(); len(names) != 1 || names[0] != "look" {
+			t.Fatalf("plans after the swap = %v", names)
+		}
+
+		// A configuration that does not check changes nothing.
+		bad := cfg
+		bad.Plans = append(bad.Plans, runtime.Plan{Name: "look"})
+		if err := w.e.Reconfigure(w.ctx, bad); err == nil {
+			t.Fatal("a plan defined twice was put in force")
+		}
+		bad = runtime.Config{Modes: []governance.Mode{{Name: "custom"}}}
+		if err := w.e.Reconfigure(w.ctx, bad); err == nil {
+			t.Fatal("a mode with no base was put in force")
+		}
+		want(t, w.do("mqtt:alice", "c3", "valve-1", "open", value.Bool(false)), runtime.Acted, "")
+
+		// Nor does one that drops the mode in force.
+		tight := governance.ShippedModes()[governance.ModeSupervised]
+		tight.Name, tight.Base = "tight", governance.ModeSupervised
+		if err := w.e.Reconfigure(w.ctx, runtime.Config{Policies: policies(), Modes: []governance.Mode{tight}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := w.e.SetMode(w.ctx, "console:ann", "tight", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.e.Reconfigure(w.ctx, runtime.Config{Policies: policies()}); !errors.Is(err, runtime.ErrUnknownMode) {
+			t.Fatalf("dropping the mode in force = %v, want ErrUnknownMode", err)
+		}
+		if got := w.e.Mode(w.ctx).Name; got != "tight" {
+			t.Fatalf("mode = %s, want tight", got)
+		}
+		// The rule went with the configuration that had it.
+		want(t, w.do("mqtt:alice", "c4", "valve-1", "open", on), runtime.ApprovalRequest, "")
+	})
+}
+
+// Steps run while the configuration is swapped under them; the race
+// detector watches.
+func TestReconfigureUnderLoad(t *testing.T) {
+	w := newWorld(t, func(s *setup) { s.opts.Mode = governance.ModeInterlocked })
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := range 2 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				obs, err := w.e.Read(w.ctx, "test", "tank-1", "level")
+				if err != nil || obs.Kind != runtime.Completed {
+					t.Errorf("reader %d: read = %v (%q), %v", i, obs.Kind, obs.Why, err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 50 {
+		cfg := runtime.Config{Policies: policies()}
+		if i%2 == 0 {
+			cfg.Plans = []runtime.Plan{{Name: "look", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}}}
+		}
+		if err := w.e.Reconfigure(w.ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}

@@ -1,0 +1,88 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
+)
+
+// Read runs one governed read step outside any run, as a poller does.
+func (e *Engine) Read(ctx context.Context, principal, device, capability string) (Observation, error) {
+	if e.life.Err() != nil {
+		return Observation{}, ErrStopped
+	}
+	obs := e.read(ctx, nil, 0, principal, device, capability)
+	return obs, nil
+}
+
+// read is the read step: it never changes the world, so it has no attempt.
+func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, capability string) (obs Observation) {
+	if e.opts.OnStep != nil {
+		start := time.Now()
+		defer func() { e.opts.OnStep(obs.Kind, time.Since(start)) }()
+	}
+	runID := r.id()
+	base := Observation{Run: runID, Step: step, Device: device, Capability: capability}
+	if err := ctx.Err(); err != nil {
+		return e.failed(ctx, base, "cancelled before reading")
+	}
+	e.refresh(ctx)
+	ent, c, obs, ok := e.lookupTarget(ctx, base)
+	if !ok {
+		return obs
+	}
+	if !c.Readable() {
+		return e.failed(ctx, base, capability+" of "+device+" cannot be read")
+	}
+	req := governance.Request{
+		Principal: principal, Device: device, Capability: capability,
+		Profile: ReadProfile(&ent.Device, c), Mode: e.currentMode(ctx), Now: e.now(),
+	}
+	v := governance.Judge(&req, e.policy.Load())
+	if v.Outcome != governance.Allow {
+		// A read never asks: a person is not paged to approve a sensor.
+		if v.Outcome == governance.Ask {
+			v.Outcome, v.Why = governance.Refuse, "a read that would need approval is refused: "+v.Why
+		}
+		return e.refused(ctx, base, v)
+	}
+	if r != nil {
+		r.charge(false)
+	}
+	rd, err := e.driverRead(ctx, ent.Driver, device, capability)
+	if err != nil {
+		e.facts.markBad(ref(device, capability))
+		outcome := devices.Classify(err)
+		code, _ := devices.RefusalCode(err)
+		base.Kind, base.Why = Failed, driverWhy(outcome, device, err)
+		_, _ = e.commit(ctx, Async, Event{Kind: KindFailed, Run: base.Run, Step: base.Step, Device: base.Device},
+			FailedBody{Device: device, Capability: capability, Error: base.Why, Outcome: outcome.String(), Code: code}, nil)
+		return base
+	}
+	base.Kind = Completed
+	base.Reading = &rd
+	_, _ = e.commit(ctx, Async, Event{Kind: KindObserved, Run: runID, Step: step, Device: device}, ObservedBody{
+		Device: device, Capability: capability, Value: rd.Value, Quality: rd.Quality.String(), At: rd.At, Principal: principal,
+	}, func(en *Entry) { en.State = &StateRecord{Device: device, Capability: capability, Reading: &rd} })
+	return base
+}
+
+// driverRead reads with the driver timeout and records the reading.
+func (e *Engine) driverRead(ctx context.Context, d devices.Driver, device, capability string) (devices.Reading, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
+	defer cancel()
+	rd, err := e.callRead(ctx, d, device, capability)
+	if err != nil {
+		return devices.Reading{}, err
+	}
+	if rd.At.IsZero() {
+		rd.At = e.now()
+	}
+	if rd.Quality == 0 {
+		rd.Quality = devices.QualityGood
+	}
+	e.facts.put(ref(device, capability), rd)
+	return rd, nil
+}
