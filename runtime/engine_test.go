@@ -34,16 +34,7 @@ func actuator(name string) []devices.Capability {
 	return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}
 }
 
-func greenhouse() []devices.Device {
-	return []devices.Device{
-		{ID: "tank-1", Area: "greenhouse", Driver: "sim", Address: "tank", Capabilities: sensor("level", 0)},
-		{ID: "flow-1", Area: "greenhouse", Driver: "sim", Address: "flow", Capabilities: sensor("rate", 0)},
-		{ID: "air-1", Area: "greenhouse", Driver: "sim", Address: "air", Capabilities: sensor("temperature", 0)},
-		{ID: "pump-1", Area: "greenhouse", Driver: "sim", Address: "pump", Capabilities: actuator("on")},
-		{ID: "valve-1", Area: "greenhouse", Driver: "sim", Address: "valve", Capabilities: actuator("open")},
-		{ID: "heater-1", Area: "greenhouse", Driver: "sim", Address: "heater", Capabilities: actuator("on")},
-	}
-}
+func greenhouse() []devices.Device { return runtimetest.Greenhouse("greenhouse") }
 
 func policies() map[string]runtime.CapPolicy {
 	readBack := &runtime.Confirm{ReadBack: true, Within: 3 * time.Second}

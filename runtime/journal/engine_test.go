@@ -19,21 +19,12 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
 func greenhouse() []devices.Device {
-	sensor := func(name string) []devices.Capability {
-		return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: value.TypeNumber}}
-	}
-	act := func(name string) []devices.Capability {
-		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}
-	}
-	return []devices.Device{
-		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank", Capabilities: sensor("level")},
-		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve", Capabilities: act("open")},
-		{ID: "heater-1", Area: "gh", Driver: "sim", Address: "heater", Capabilities: act("on")},
-	}
+	return runtimetest.Greenhouse("gh", "tank-1", "valve-1", "heater-1")
 }
 
 // rig is an engine on a bbolt journal in dir, driving a greenhouse whose
@@ -210,17 +201,6 @@ func stage(t *testing.T, dir, key string, v value.Value, states ...runtime.Attem
 	return a
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestRecoveryAtStart(t *testing.T) {
 	dir := t.TempDir()
 	stage(t, dir, "mqtt:alice/a", value.Bool(true), runtime.AttemptStaged)
@@ -234,7 +214,7 @@ func TestRecoveryAtStart(t *testing.T) {
 			t.Fatalf("%s after start = %+v, want refused as abandoned", k, a)
 		}
 	}
-	waitFor(t, "the reconcile read-back", func() bool { return r.g.Count("read", "valve-1", "open") > 0 })
+	runtimetest.WaitFor(t, "the reconcile read-back", func() bool { return r.g.Count("read", "valve-1", "open") > 0 })
 	if a, _ := stored(t, r.j, c.Key); a.State != runtime.AttemptUnknown {
 		t.Fatalf("executing attempt after start = %+v, want unknown", a)
 	}
@@ -272,7 +252,7 @@ func TestRecoveryReconcilesByReadBack(t *testing.T) {
 	// read-back shows the commanded value.
 	c := stage(t, dir, "mqtt:alice/c", value.Bool(false), runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting)
 	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}})
-	waitFor(t, "the reconcile", func() bool { a, _ := stored(t, r.j, c.Key); return a.State == runtime.AttemptReconciled })
+	runtimetest.WaitFor(t, "the reconcile", func() bool { a, _ := stored(t, r.j, c.Key); return a.State == runtime.AttemptReconciled })
 	if len(r.e.Locks()) != 0 {
 		t.Fatalf("locks after reconcile = %+v", r.e.Locks())
 	}
@@ -313,7 +293,7 @@ func TestPendingApprovalSurvivesARestartAndTheRunResumes(t *testing.T) {
 	if _, err := r.e.Answer(context.Background(), ap.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the resumed run to act", func() bool { return r.g.State().Heater })
+	runtimetest.WaitFor(t, "the resumed run to act", func() bool { return r.g.State().Heater })
 	ended, err := r.e.Wait(context.Background(), ap.Run)
 	if err != nil || ended.End != runtime.EndCompleted || ended.Actuations != 1 {
 		t.Fatalf("resumed run = %+v, %v", ended, err)
@@ -383,7 +363,7 @@ func TestModeAndRulesSurviveARestart(t *testing.T) {
 		RuleFor: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the heater", func() bool { return r.g.State().Heater })
+	runtimetest.WaitFor(t, "the heater", func() bool { return r.g.State().Heater })
 	if _, _, err := r.e.SetMode(context.Background(), "console:bob", governance.ModeObserve, "leaving for the night"); err != nil {
 		t.Fatal(err)
 	}
