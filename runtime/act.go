@@ -134,8 +134,9 @@ func driverWhy(o devices.Outcome, device string, err error) string {
 func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c *devices.Capability, rc *Receipt, cause error) Observation {
 	target := ref(a.Device, a.Capability)
 	a.State, a.Updated = AttemptUnknown, e.now()
+	unanswered := devices.Classify(cause) != devices.OutcomeUnknown // a timeout, a cancel, a panic
 	a.Why = "the driver could not tell whether the act took effect (" + cause.Error() + ")"
-	if devices.Classify(cause) != devices.OutcomeUnknown {
+	if unanswered {
 		a.Why = "the driver did not answer (" + cause.Error() + "); whether the act took effect is unknown"
 	}
 	rc.Driver, rc.At = cause.Error(), e.now()
@@ -151,7 +152,10 @@ func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c 
 			got := obs.Reading.Value
 			if settled, err := e.settle(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got); settled && err == nil {
 				e.recordChange(target)
-				rc.Confirmation, rc.Observed, rc.Detail = Confirmed, &got, "the driver did not answer; the read-back shows the act took effect"
+				rc.Confirmation, rc.Observed, rc.Detail = Confirmed, &got, "the driver could not tell; the read-back shows the act took effect"
+				if unanswered {
+					rc.Detail = "the driver did not answer; the read-back shows the act took effect"
+				}
 				e.setReceipt(target, *rc)
 				base.Kind, base.Receipt = Acted, rc
 				return base

@@ -103,7 +103,7 @@ func TestUnknownOutcomeLocksAndReadsBack(t *testing.T) {
 		od.set("valve-1", nil, lostAck, true) // the valve moved; its answer was lost
 		obs := w.do("mqtt:alice", "c1", "valve-1", "open", on)
 		want(t, obs, runtime.Acted, "")
-		if obs.Receipt.Confirmation != runtime.Confirmed || !strings.Contains(obs.Receipt.Driver, "no acknowledgement") {
+		if obs.Receipt.Confirmation != runtime.Confirmed || !strings.Contains(obs.Receipt.Driver, "no acknowledgement") || !strings.Contains(obs.Receipt.Detail, "could not tell") {
 			t.Fatalf("receipt = %+v, want confirmed by the read-back, naming the lost acknowledgement", obs.Receipt)
 		}
 		if a, _, _ := w.j.Attempt(w.ctx, "mqtt:alice/c1"); a.State != runtime.AttemptReconciled {
