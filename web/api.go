@@ -101,16 +101,6 @@ func bind(c echo.Context, v any) error {
 	return nil
 }
 
-func (s *Server) readyz(c echo.Context) error {
-	if err := s.eng.Healthy(); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, apiError{Error: "not ready", Detail: err.Error()})
-	}
-	if len(s.eng.Devices()) == 0 {
-		return c.JSON(http.StatusServiceUnavailable, apiError{Error: "not ready", Detail: "no device is online"})
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
-}
-
 // capView is a capability with its state.
 type capView struct {
 	Name       string           `json:"name"`
@@ -246,10 +236,7 @@ func (s *Server) command(c echo.Context, b commandBody, origin string) (result, 
 	obs, err := s.eng.Do(c.Request().Context(), runtime.Command{Principal: id.Principal, Origin: origin, RequestID: b.ID,
 		Reason: b.Reason, Device: b.Device, Capability: b.Capability, Value: v})
 	if err != nil {
-		if errors.Is(err, runtime.ErrStopped) {
-			return result{}, 0, problem(http.StatusServiceUnavailable, clipIn(err.Error(), b.ID, b.Reason))
-		}
-		return result{}, 0, problem(http.StatusBadRequest, clipIn(err.Error(), b.ID, b.Reason))
+		return result{}, 0, s.engineError(c, err, "the command could not be run")
 	}
 	r := result{Outcome: outcomeOf(obs.Kind, obs.Receipt), Why: obs.Why, RequestID: obs.RequestID, Run: obs.Run, Approval: obs.Approval,
 		Receipt: obs.Receipt, Reading: obs.Reading, Replayed: obs.Replayed}
@@ -356,7 +343,17 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 	}
 	ans := runtime.Answer{By: id.Principal, Admin: id.Role.AtLeast(access.Admin), Decision: runtime.Decision(b.Decision), Reason: b.Reason,
 		RuleAnyValue: b.RuleAnyValue}
-	if b.Decision == string(runtime.Deny) && strings.TrimSpace(b.Reason) == "" {
+	switch ans.Decision {
+	case runtime.Approve, runtime.Deny:
+	case runtime.ApproveAndRule:
+		if ap.Kind != "actuation" {
+			return ap, problem(http.StatusBadRequest, fmt.Sprintf(`field "decision": approval %s is a %s; a rule can only be added for an actuation`,
+				ap.ID, strings.ReplaceAll(ap.Kind, "_", " ")))
+		}
+	default:
+		return ap, problem(http.StatusBadRequest, `field "decision": `+quoteShort(b.Decision)+` is not approve, deny or approve_and_rule`)
+	}
+	if ans.Decision == runtime.Deny && strings.TrimSpace(b.Reason) == "" {
 		return ap, problem(http.StatusBadRequest, `field "reason": a denial says why`)
 	}
 	if b.RuleFor != "" {
@@ -378,7 +375,7 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 	case errors.Is(err, runtime.ErrApprovalNotFound):
 		return out, problem(http.StatusNotFound, clipIn(err.Error(), apID, b.Reason))
 	}
-	return out, problem(http.StatusBadRequest, clipIn(err.Error(), apID, b.Reason))
+	return out, s.engineError(c, err, "the answer could not be recorded")
 }
 
 func (s *Server) apiAnswer(c echo.Context) error {
@@ -418,15 +415,24 @@ func (s *Server) apiStartPlan(c echo.Context) error {
 	if err := bind(c, &b); err != nil {
 		return err
 	}
-	rec, err := s.eng.StartPlan(c.Request().Context(), runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
+	rec, err := s.startPlan(c, runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
 		Origin: "api", RequestID: b.ID, Reason: b.Reason})
-	switch {
-	case errors.Is(err, runtime.ErrUnknownPlan):
-		return problem(http.StatusNotFound, clipIn(err.Error(), c.Param("name"), b.ID, b.Reason))
-	case err != nil:
-		return problem(http.StatusServiceUnavailable, clipIn(err.Error(), c.Param("name"), b.ID, b.Reason))
+	if err != nil {
+		return err
 	}
 	return c.JSON(http.StatusAccepted, rec)
+}
+
+// startPlan starts a run of a plan for the caller, from the API or a form.
+func (s *Server) startPlan(c echo.Context, sp runtime.StartPlan) (runtime.RunRecord, error) {
+	rec, err := s.eng.StartPlan(c.Request().Context(), sp)
+	switch {
+	case errors.Is(err, runtime.ErrUnknownPlan):
+		return rec, problem(http.StatusNotFound, clipIn(err.Error(), sp.Plan, sp.RequestID, sp.Reason))
+	case err != nil:
+		return rec, s.engineError(c, err, "the plan could not be started")
+	}
+	return rec, nil
 }
 
 // maxEvents bounds limit and tail on /api/v1/events.
@@ -479,7 +485,7 @@ func (s *Server) apiEvents(c echo.Context) error {
 	for len(out) < limit {
 		evs, err := s.eng.Events(c.Request().Context(), since, 1000)
 		if err != nil {
-			return echo.NewHTTPError(http.StatusServiceUnavailable, "the journal cannot be read: "+err.Error())
+			return s.internal(c, http.StatusServiceUnavailable, "the journal cannot be read", err)
 		}
 		if len(evs) == 0 {
 			break
@@ -533,7 +539,15 @@ func (s *Server) setMode(c echo.Context, mode, reason string) (runtime.ModeRecor
 	case errors.Is(err, runtime.ErrUnknownMode):
 		return rec, nil, problem(http.StatusBadRequest, `field "mode": `+clipIn(err.Error(), mode, reason))
 	case err != nil:
-		return rec, nil, problem(http.StatusConflict, clipIn(err.Error(), mode, reason))
+		// A widening while another one is pending is refused in words
+		// that no sentinel tells apart from a journal that failed; the
+		// pending approval does.
+		for _, p := range s.eng.Approvals() {
+			if p.Kind == "mode_change" {
+				return rec, nil, problem(http.StatusConflict, "a mode change to "+p.Mode+" is already pending as "+p.ID+": answer it first")
+			}
+		}
+		return rec, nil, s.engineError(c, err, "the mode could not be changed")
 	}
 	return rec, ap, nil
 }
@@ -571,14 +585,22 @@ func (s *Server) apiRule(c echo.Context) error {
 }
 
 func (s *Server) apiRevoke(c echo.Context) error {
-	err := s.eng.RevokeRule(c.Request().Context(), c.Param("id"), userOf(c).Principal)
-	switch {
-	case errors.Is(err, runtime.ErrRuleNotFound):
-		return problem(http.StatusNotFound, clipIn(err.Error(), c.Param("id")))
-	case err != nil:
-		return problem(http.StatusServiceUnavailable, clipIn(err.Error(), c.Param("id")))
+	if err := s.revoke(c, c.Param("id")); err != nil {
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// revoke ends a rule for the caller, from the API or a form.
+func (s *Server) revoke(c echo.Context, id string) error {
+	err := s.eng.RevokeRule(c.Request().Context(), id, userOf(c).Principal)
+	switch {
+	case errors.Is(err, runtime.ErrRuleNotFound):
+		return problem(http.StatusNotFound, clipIn(err.Error(), id))
+	case err != nil:
+		return s.engineError(c, err, "the rule could not be revoked")
+	}
+	return nil
 }
 
 func (s *Server) apiLocks(c echo.Context) error {
@@ -611,6 +633,10 @@ func (s *Server) resolve(c echo.Context, attempt string, b resolveBody) (runtime
 		return runtime.Attempt{}, problem(http.StatusBadRequest, `field "found": `+quoteShort(b.Found)+
 			` is not "acted" (the act took effect) or "not_acted" (it did not)`)
 	}
+	if strings.TrimSpace(b.Note) == "" {
+		return runtime.Attempt{}, problem(http.StatusBadRequest, `field "note": resolving attempt `+clip(attempt)+
+			" needs a note saying what was found")
+	}
 	a, err := s.eng.Resolve(c.Request().Context(), runtime.Resolution{Attempt: attempt, By: id.Principal,
 		Admin: id.Role.AtLeast(access.Admin), Found: found, Note: b.Note})
 	switch {
@@ -618,8 +644,10 @@ func (s *Server) resolve(c echo.Context, attempt string, b resolveBody) (runtime
 		return a, problem(http.StatusNotFound, clipIn(err.Error(), attempt, b.Note))
 	case errors.Is(err, runtime.ErrNotPermitted):
 		return a, problem(http.StatusForbidden, clipIn(err.Error(), attempt, b.Note))
-	case err != nil:
+	case errors.Is(err, runtime.ErrFoundRequired):
 		return a, problem(http.StatusBadRequest, clipIn(err.Error(), attempt, b.Note))
+	case err != nil:
+		return a, s.engineError(c, err, "the resolution could not be recorded")
 	}
 	return a, nil
 }
@@ -630,9 +658,24 @@ func (s *Server) apiVerify(c echo.Context) error {
 	}
 	rep, err := s.opts.Verify(c.Request().Context())
 	if err != nil {
-		return problem(http.StatusServiceUnavailable, err.Error())
+		return s.internal(c, http.StatusServiceUnavailable, "the journal cannot be checked", err)
 	}
 	return c.JSON(http.StatusOK, rep)
+}
+
+// engineError is what a client is told of an error from the engine that
+// no sentinel of the call names. The engine stopping and a request that
+// ended are said as such; anything else (a journal that cannot be
+// written, say) is not the client's doing: it is logged with an error id,
+// and public is what the client reads.
+func (s *Server) engineError(c echo.Context, err error, public string) error {
+	switch {
+	case errors.Is(err, runtime.ErrStopped):
+		return problem(http.StatusServiceUnavailable, "the gateway is stopping; try again once it is back")
+	case c.Request().Context().Err() != nil:
+		return problem(http.StatusServiceUnavailable, "the request ended before the gateway answered")
+	}
+	return s.internal(c, http.StatusServiceUnavailable, public, err)
 }
 
 // adminsMust says how many admins must approve a mode change.

@@ -33,6 +33,7 @@ import (
 type site struct {
 	t   testing.TB
 	srv *httptest.Server
+	web *Server
 	eng *runtime.Engine
 	j   *journal.DB
 	g   *sim.Greenhouse
@@ -43,6 +44,11 @@ type siteOptions struct {
 	approvalTimeout time.Duration
 	prepare         func(j *journal.DB) // before the engine starts
 	now             func() time.Time    // the server's clock; nil means time.Now
+	// journal, driver and options, if set, change what the engine and
+	// the server are given.
+	journal func(*journal.DB) runtime.Journal
+	driver  func(devices.Driver) devices.Driver
+	options func(*Options)
 }
 
 // tokens by role; each is also the token's name.
@@ -67,10 +73,18 @@ func newSite(t testing.TB, o siteOptions) *site {
 		t.Fatal(err)
 	}
 	reg := devices.NewRegistry()
-	_ = reg.Add("sim", g)
+	var drv devices.Driver = g
+	if o.driver != nil {
+		drv = o.driver(g)
+	}
+	_ = reg.Add("sim", drv)
+	var ej runtime.Journal = j
+	if o.journal != nil {
+		ej = o.journal(j)
+	}
 	twoPerson := governance.ShippedModes()[governance.ModeSupervised]
 	twoPerson.Name, twoPerson.Base, twoPerson.ApprovalsRequired = "two-person", governance.ModeSupervised, 2
-	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: j, Mode: o.mode,
+	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: ej, Mode: o.mode,
 		ApprovalTimeout: o.approvalTimeout,
 		Modes:           []governance.Mode{twoPerson},
 		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
@@ -92,7 +106,11 @@ func newSite(t testing.TB, o siteOptions) *site {
 		r, _ := access.ParseRole(strings.TrimSuffix(name, "2"))
 		toks = append(toks, Token{Name: name, Role: r, Hash: HashToken("tok-" + name)})
 	}
-	s, err := New(eng, Options{Users: users, Tokens: toks, Sessions: j.Sessions(), Verify: j.Verify, Now: o.now})
+	wo := Options{Users: users, Tokens: toks, Sessions: j.Sessions(), Verify: j.Verify, Now: o.now}
+	if o.options != nil {
+		o.options(&wo)
+	}
+	s, err := New(eng, wo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +122,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		<-done
 		_ = j.Close()
 	})
-	st := &site{t: t, srv: srv, eng: eng, j: j, g: g}
+	st := &site{t: t, srv: srv, web: s, eng: eng, j: j, g: g}
 	st.waitOnline()
 	return st
 }

@@ -87,7 +87,7 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
 			sess, ok, err := s.opts.Sessions.Get(ck.Value, s.opts.Now())
 			if err != nil {
-				return echo.NewHTTPError(http.StatusInternalServerError, "sessions cannot be read").SetInternal(err)
+				return s.internal(c, http.StatusServiceUnavailable, "sessions cannot be read", err)
 			}
 			if ok {
 				role, _ := access.ParseRole(sess.Role)
@@ -176,7 +176,7 @@ func (s *Server) login(c echo.Context) error {
 	now := s.opts.Now()
 	if err := s.opts.Sessions.Put(cookie, store.Session{User: u.Name, Role: u.Role.String(), Remote: ip, Created: now,
 		Expires: now.Add(s.opts.SessionTTL)}); err != nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "the session cannot be stored").SetInternal(err)
+		return s.internal(c, http.StatusServiceUnavailable, "the session cannot be stored", err)
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: s.opts.TLS != nil, MaxAge: int(s.opts.SessionTTL.Seconds())})

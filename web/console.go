@@ -20,7 +20,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/store"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -69,7 +71,10 @@ type pageData struct {
 	CSRF  string
 	Note  string
 	Error string
-	Next  string
+	// ErrorID names the log line with the detail of Error, when it is a
+	// failure that was not the person's doing.
+	ErrorID string
+	Next    string
 	// Kinds are the event kinds that refresh the page's live part.
 	Kinds string
 	Data  any
@@ -144,11 +149,22 @@ func back(c echo.Context, to, note string) error {
 	return c.Redirect(http.StatusSeeOther, to+"?note="+url.QueryEscape(note))
 }
 
-// formError turns an API error into a note on the page the form came from.
+// formError turns an API error into a note on the page the form came
+// from: the client's mistake as it is, a failure that is not its doing
+// as its public message and error id. Anything else goes to the error
+// handler, which gives the error page.
 func formError(c echo.Context, to string, err error) error {
 	var he *echo.HTTPError
-	if errors.As(err, &he) && he.Code != http.StatusInternalServerError && he.Code != http.StatusUnauthorized {
-		return back(c, to, clipDetail(fmt.Sprint(he.Message)))
+	if !errors.As(err, &he) || he.Code == http.StatusUnauthorized {
+		return err
+	}
+	switch m := he.Message.(type) {
+	case *command.PublicError:
+		return back(c, to, m.Error())
+	case string:
+		if he.Code != http.StatusInternalServerError && he.Internal == nil {
+			return back(c, to, clipDetail(m))
+		}
 	}
 	return err
 }
@@ -169,8 +185,8 @@ func (s *Server) overviewPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	o := overview{Mode: s.eng.Mode(ctx), Pending: len(s.eng.Approvals()), Locks: s.eng.Locks(), Ready: true,
 		Health: "journal writable, every step witnessed", LastEvent: s.eng.LastSeq()}
-	if err := s.eng.Healthy(); err != nil {
-		o.Ready, o.Health = false, err.Error()
+	if pe := s.witness.of(s.log, s.eng.Healthy()); pe != nil {
+		o.Ready, o.Health = false, pe.Error()
 	}
 	if s.opts.MQTTStats != nil {
 		st := s.opts.MQTTStats()
@@ -240,8 +256,15 @@ func (s *Server) answerForm(c echo.Context) error {
 	return back(c, "/approvals", "Approval "+ap.ID+": "+string(ap.Status)+".")
 }
 
+// devicesData is the Devices page: the drivers' links and the devices.
+type devicesData struct {
+	Drivers []driverHealth
+	Devices []deviceView
+}
+
 func (s *Server) devicesPage(c echo.Context) error {
-	return s.page(c, "devices", "Devices", "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm", s.deviceViews())
+	d := devicesData{Drivers: s.driverHealth(c.Request().Context()), Devices: s.deviceViews()}
+	return s.page(c, "devices", "Devices", "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm", d)
 }
 
 func (s *Server) commandForm(c echo.Context) error {
@@ -269,10 +292,10 @@ func (s *Server) runsPage(c echo.Context) error {
 }
 
 func (s *Server) startForm(c echo.Context) error {
-	rec, err := s.eng.StartPlan(c.Request().Context(), runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
+	rec, err := s.startPlan(c, runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
 		Origin: "console", Reason: c.FormValue("reason")})
 	if err != nil {
-		return back(c, "/runs", clipIn(err.Error(), c.Param("name"), c.FormValue("reason")))
+		return formError(c, "/runs", err)
 	}
 	return back(c, "/runs", "Started "+rec.Plan+" as "+rec.ID+".")
 }
@@ -281,7 +304,7 @@ type journalData struct {
 	Events []runtime.Event
 	Kind   string
 	Device string
-	Verify *Report
+	Verify *store.Report
 	Error  string
 }
 
@@ -291,7 +314,7 @@ func (s *Server) journalPage(c echo.Context) error {
 	if c.QueryParam("verify") == "1" && s.opts.Verify != nil {
 		rep, err := s.opts.Verify(c.Request().Context())
 		if err != nil {
-			d.Error = err.Error()
+			d.Error = command.Internal(s.log, "the journal cannot be checked", err, "path", c.Path()).Error()
 		} else {
 			d.Verify = &rep
 		}
@@ -314,26 +337,35 @@ func (s *Server) exportJournal(c echo.Context) error {
 		}
 		since = n
 	}
+	ctx := c.Request().Context()
+	// The first page is read before the status is sent, so that a journal
+	// that cannot be read is an error, not an empty export.
+	evs, err := s.eng.Events(ctx, since, 1000)
+	if err != nil {
+		return s.internal(c, http.StatusServiceUnavailable, "the journal cannot be read", err)
+	}
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "application/x-ndjson")
 	w.Header().Set(echo.HeaderContentDisposition, `attachment; filename="shadowgate-journal.jsonl"`)
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	for {
-		evs, err := s.eng.Events(c.Request().Context(), since, 1000)
-		if err != nil || len(evs) == 0 {
-			return nil
-		}
+	for ; len(evs) > 0; evs, err = s.eng.Events(ctx, since, 1000) {
 		for i := range evs {
 			since = evs[i].Seq
 			if (len(kinds) == 0 || slices.Contains(kinds, string(evs[i].Kind))) && (device == "" || evs[i].Device == device) {
 				if err := enc.Encode(&evs[i]); err != nil {
-					return nil
+					return nil // the client left
 				}
 			}
 		}
 	}
+	if err != nil && ctx.Err() == nil {
+		// Too late for a status: the export ends short, and the log says
+		// why. A client checks an export with journal verify.
+		command.Internal(s.log, "the journal export ended early", err, "path", c.Path(), "since", since)
+	}
+	return nil
 }
 
 func (s *Server) policyPage(c echo.Context) error {
@@ -355,8 +387,8 @@ func (s *Server) modeForm(c echo.Context) error {
 }
 
 func (s *Server) revokeForm(c echo.Context) error {
-	if err := s.eng.RevokeRule(c.Request().Context(), c.Param("id"), userOf(c).Principal); err != nil {
-		return back(c, "/policy", clipIn(err.Error(), c.Param("id")))
+	if err := s.revoke(c, c.Param("id")); err != nil {
+		return formError(c, "/policy", err)
 	}
 	return back(c, "/policy", "Rule "+clip(c.Param("id"))+" revoked.")
 }

@@ -8,7 +8,14 @@
 // API clients use bearer tokens from the configuration, stored hashed.
 // Roles: a viewer reads, an operator commands, an approver answers
 // approvals, an admin also changes rules and resolves unknown actuations.
-// Errors are JSON {"error", "detail"} with the status that fits.
+// Errors are JSON {"error", "detail"} with the status that fits. The
+// detail of a client's mistake says what it got wrong; a failure that is
+// not its doing (the journal cannot be read, say) never shows the error's
+// text: the detail is a public message, and "error_id" names the log line
+// that has the detail. Console pages show the same message and id.
+//
+// /readyz says whether the gateway can do its work, with each driver's
+// link state; the Devices page shows the links too.
 //
 // Every number a client sends (a sequence, a count, a duration) is checked
 // where it enters against its range, and a redirect after login stays on
@@ -33,6 +40,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/store"
 )
@@ -53,9 +61,6 @@ type Token struct {
 	Hash string
 }
 
-// Report is a journal check's result, as the API shows it.
-type Report = store.Report
-
 // Options configure the server. The zero value of each field means its
 // default.
 type Options struct {
@@ -72,7 +77,7 @@ type Options struct {
 	// the engine's MaxRuleTTL. Default 24h, the engine's default.
 	MaxRuleTTL time.Duration
 	// Verify checks the journal's chain; nil means it cannot be checked.
-	Verify func(context.Context) (Report, error)
+	Verify func(context.Context) (store.Report, error)
 	// Stats, if set, are shown on the overview and as metrics.
 	MQTTStats   func() MQTTStats
 	UplinkStats func() UplinkStats
@@ -106,9 +111,17 @@ type Server struct {
 	limiter *access.Limiter
 	pages   *pages
 
-	// mu guards bye.
-	mu  sync.Mutex
-	bye chan struct{} // closed at shutdown, to end event streams
+	// mu guards bye, ln, serving and closed.
+	mu      sync.Mutex
+	bye     chan struct{} // closed at shutdown, to end event streams
+	ln      net.Listener  // bound by Listen
+	serving bool          // Run has taken ln
+	closed  bool          // Close released ln before Run
+
+	// health is the drivers' link state, asked at most once a second.
+	health healthCache
+	// witness is the engine's health in public words.
+	witness healthNote
 }
 
 // New builds the server and its routes.
@@ -163,21 +176,80 @@ func New(eng *runtime.Engine, opts Options) (*Server, error) {
 // Handler returns the server's handler, for tests.
 func (s *Server) Handler() http.Handler { return s.e }
 
-// Run serves until ctx is done, then shuts down, ending event streams.
-func (s *Server) Run(ctx context.Context) error {
+// Listen binds the console's address, or takes Options.Listener, so that a
+// port in use is an error before anything is served; the error names the
+// address ("console: listen tcp 127.0.0.1:8080: bind: address already in
+// use"). Run serves on what Listen bound, and binds by itself when Listen
+// was not called. A second call does nothing.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return errors.New("console: the server is closed")
+	case s.ln != nil:
+		return nil
+	}
 	ln := s.opts.Listener
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", s.opts.Listen); err != nil {
-			return fmt.Errorf("console listener: %w", err)
+			return fmt.Errorf("console: %w", err)
 		}
 	}
 	if s.opts.TLS != nil {
 		ln = tls.NewListener(ln, s.opts.TLS)
 	}
+	s.ln = ln
+	return nil
+}
+
+// Addr returns the address the console is bound to, or "" before Listen.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Close releases the listener of a server that Listen bound and Run never
+// served, and makes later calls of Listen and Run fail. Once Run has
+// started, Run owns the listener and Close does nothing.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.serving {
+		return nil
+	}
+	s.closed = true
+	if s.ln == nil {
+		return nil
+	}
+	err := s.ln.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Run serves until ctx is done, then shuts down, ending event streams. It
+// binds first if Listen was not called.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ln, closed := s.ln, s.closed
+	s.serving = true
+	s.mu.Unlock()
+	if closed {
+		return errors.New("console: the server is closed")
+	}
 	s.log.Info("console serving", "address", ln.Addr().String(), "tls", s.opts.TLS != nil)
 	done := make(chan error, 1)
-	go func() {
+	go func() { // owned by Run, which waits for done
 		err := s.e.Server.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
@@ -223,10 +295,14 @@ func (s *Server) closeStreams() {
 	}
 }
 
-// apiError is the JSON body of every error.
+// apiError is the JSON body of every error. Detail is public: what the
+// client got wrong, or, for a failure that is not its doing, a message
+// that quotes no internal error, with ErrorID naming the log line that
+// has the detail.
 type apiError struct {
-	Error  string `json:"error"`
-	Detail string `json:"detail,omitempty"`
+	Error   string `json:"error"`
+	Detail  string `json:"detail,omitempty"`
+	ErrorID string `json:"error_id,omitempty"`
 }
 
 // problem returns an error with a status and a detail for the client.
@@ -234,40 +310,65 @@ func problem(status int, detail string) error {
 	return echo.NewHTTPError(status, detail)
 }
 
+// internal returns the error for a failure that is not the client's
+// doing: err goes to the log with a new error id, and the client gets
+// the status, public and that id. public must not quote err.
+func (s *Server) internal(c echo.Context, status int, public string, err error) error {
+	return &echo.HTTPError{Code: status, Message: command.Internal(s.log, public, err, "method", c.Request().Method, "path", c.Path())}
+}
+
+// public returns what a client may read of err: the status, the detail,
+// and the error id of a failure that is not its doing. Errors from
+// problem are public by design; anything else with a status of 500 or
+// more is logged with an id, and the client gets only the id and words
+// of ours, never the error's text.
+func (s *Server) public(c echo.Context, err error) (status int, detail, errorID string) {
+	var he *echo.HTTPError
+	if !errors.As(err, &he) {
+		pe := command.Internal(s.log, "internal error", err, "method", c.Request().Method, "path", c.Path())
+		return http.StatusInternalServerError, pe.Message, pe.ID
+	}
+	status, detail = he.Code, http.StatusText(he.Code)
+	var hidden error // the text the client must not see
+	switch m := he.Message.(type) {
+	case *command.PublicError:
+		return status, m.Message, m.ID
+	case string:
+		detail = m
+	case error:
+		detail, hidden = m.Error(), m
+	}
+	if status < http.StatusInternalServerError {
+		return status, detail, ""
+	}
+	if hidden != nil {
+		detail = "internal error"
+	}
+	cause := he.Internal
+	if cause == nil {
+		cause = he
+	}
+	pe := command.Internal(s.log, detail, cause, "method", c.Request().Method, "path", c.Path())
+	return status, pe.Message, pe.ID
+}
+
 func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	status, detail := http.StatusInternalServerError, "internal error"
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		status = he.Code
-		switch m := he.Message.(type) {
-		case string:
-			detail = m
-		case error:
-			detail = m.Error()
-		default:
-			detail = http.StatusText(status)
-		}
-		if he.Internal != nil && status >= 500 {
-			s.log.Error("request failed", "path", c.Path(), "error", he.Internal)
-		}
-	} else {
-		s.log.Error("request failed", "path", c.Path(), "error", err)
-	}
+	status, detail, errorID := s.public(c, err)
 	if isPage(c) && status == http.StatusUnauthorized {
 		_ = c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(safeNext(c.Request().URL.RequestURI())))
 		return
 	}
 	detail = clipDetail(detail)
-	body := apiError{Error: http.StatusText(status), Detail: detail}
+	body := apiError{Error: http.StatusText(status), Detail: detail, ErrorID: errorID}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return
 	}
 	if isPage(c) {
-		_ = s.pages.render(c, status, "error", pageData{Title: body.Error, Error: detail, User: userOf(c)})
+		_ = s.pages.render(c, status, "error", pageData{Title: body.Error, Error: detail, ErrorID: errorID, User: userOf(c)})
 		return
 	}
 	_ = c.JSON(status, body)
