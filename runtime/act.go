@@ -134,7 +134,7 @@ func driverWhy(o devices.Outcome, device string, err error) string {
 func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c *devices.Capability, rc *Receipt, cause error) Observation {
 	target := ref(a.Device, a.Capability)
 	a.State, a.Updated = AttemptUnknown, e.now()
-	unanswered := devices.Classify(cause) != devices.OutcomeUnknown // a timeout, a cancel, a panic
+	unanswered := errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, context.Canceled) || errors.Is(cause, errDriverPanicked)
 	a.Why = "the driver could not tell whether the act took effect (" + cause.Error() + ")"
 	if unanswered {
 		a.Why = "the driver did not answer (" + cause.Error() + "); whether the act took effect is unknown"
