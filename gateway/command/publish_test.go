@@ -1,0 +1,158 @@
+package command
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+// source is a Source with fixed records.
+type source struct {
+	states    []runtime.StateRecord
+	approvals map[string]runtime.Approval
+}
+
+func (s source) States() []runtime.StateRecord { return s.states }
+
+func (s source) Approvals() []runtime.Approval {
+	var out []runtime.Approval
+	for _, ap := range s.approvals {
+		if ap.Status == runtime.ApprovalPending {
+			out = append(out, ap)
+		}
+	}
+	slices.SortFunc(out, func(a, b runtime.Approval) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func (s source) Approval(id string) (runtime.Approval, bool) {
+	ap, ok := s.approvals[id]
+	return ap, ok
+}
+
+func event(t *testing.T, seq uint64, kind runtime.Kind, body any) runtime.Event {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runtime.Event{Seq: seq, Kind: kind, Body: b}
+}
+
+// published returns the topics and payloads of msgs but the event itself.
+func published(msgs []Message) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Stream != StreamEvents {
+			out = append(out, m.Topic+" "+string(m.Payload))
+		}
+	}
+	return out
+}
+
+func TestFoldKeepsTheConfirmationAcrossReadings(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	src := source{states: []runtime.StateRecord{{Device: "valve-1", Capability: "open",
+		Receipt: &runtime.Receipt{Confirmation: runtime.Unconfirmed, Attempt: "act-0"}}}}
+	f := NewFold(src)
+	on := value.Bool(true)
+	steps := []struct {
+		name string
+		ev   runtime.Event
+		want []string
+	}{
+		{"a reading keeps the receipt the fold started from",
+			event(t, 1, runtime.KindObserved, runtime.ObservedBody{Device: "valve-1", Capability: "open", Value: value.Bool(false), Quality: "good", At: at}),
+			[]string{`state/valve-1/open {"device":"valve-1","capability":"open","value":false,"at":"2026-05-01T12:00:00Z","quality":"good","confirmation":"unconfirmed","attempt":"act-0"}`}},
+		{"an act with a read-back sets the value and the confirmation",
+			event(t, 2, runtime.KindActed, runtime.Receipt{Device: "valve-1", Capability: "open", Attempt: "act-1", Value: on,
+				Confirmation: runtime.Confirmed, Observed: &on, At: at.Add(time.Second)}),
+			[]string{`receipts/valve-1/open {"key":"","attempt":"act-1","device":"valve-1","capability":"open","value":true,"driver":"","confirmation":"confirmed","observed":true,"at":"2026-05-01T12:00:01Z"}`,
+				`state/valve-1/open {"device":"valve-1","capability":"open","value":true,"at":"2026-05-01T12:00:01Z","quality":"good","confirmation":"confirmed","attempt":"act-1"}`}},
+		{"a later reading keeps that confirmation",
+			event(t, 3, runtime.KindObserved, runtime.ObservedBody{Device: "valve-1", Capability: "open", Value: on, Quality: "stale", At: at.Add(time.Minute)}),
+			[]string{`state/valve-1/open {"device":"valve-1","capability":"open","value":true,"at":"2026-05-01T12:01:00Z","quality":"stale","confirmation":"confirmed","attempt":"act-1"}`}},
+		{"a sensor the fold has not seen starts empty",
+			event(t, 4, runtime.KindObserved, runtime.ObservedBody{Device: "tank-1", Capability: "level", Value: value.Number(61.5), Quality: "good", At: at}),
+			[]string{`state/tank-1/level {"device":"tank-1","capability":"level","value":61.5,"at":"2026-05-01T12:00:00Z","quality":"good"}`}},
+		{"an event of another kind is published alone",
+			event(t, 5, runtime.KindEnded, runtime.EndedBody{End: runtime.EndCompleted}), nil},
+	}
+	for _, st := range steps {
+		msgs, err := f.Apply(st.ev)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if len(msgs) == 0 || msgs[0].Stream != StreamEvents || msgs[0].Topic != TopicEvents || !strings.Contains(string(msgs[0].Payload), `"seq":`) {
+			t.Fatalf("%s: the event is not published first: %+v", st.name, msgs)
+		}
+		if got := published(msgs); !slices.Equal(got, st.want) {
+			t.Errorf("%s:\n got %q\nwant %q", st.name, got, st.want)
+		}
+	}
+}
+
+func TestFoldApprovals(t *testing.T) {
+	first := runtime.Approval{ID: "apr-1", Status: runtime.ApprovalPending, Required: 2,
+		Answers: []runtime.AnswerRecord{{By: "console:ann"}}}
+	f := NewFold(source{approvals: map[string]runtime.Approval{"apr-1": first, "apr-2": {ID: "apr-2", Status: runtime.ApprovalApproved}}})
+	requested := event(t, 1, runtime.KindApprovalRequested, runtime.Approval{ID: "apr-1", Status: runtime.ApprovalPending})
+	msgs, _ := f.Apply(requested)
+	if got := published(msgs); len(got) != 1 || got[0] != "approvals/apr-1 "+string(requested.Body) || !msgs[1].Retain {
+		t.Errorf("requested: %q", got)
+	}
+	// The first of two approvals republishes the request with its answer.
+	msgs, _ = f.Apply(event(t, 2, runtime.KindApprovalAnswered, runtime.AnsweredBody{Approval: "apr-1", Status: runtime.ApprovalPending}))
+	if got := published(msgs); len(got) != 1 || !strings.HasPrefix(got[0], "approvals/apr-1 {") || !strings.Contains(got[0], "console:ann") {
+		t.Errorf("answered, still pending: %q", got)
+	}
+	// An answer that closes it, and an expiry, clear the retained request.
+	for _, ev := range []runtime.Event{
+		event(t, 3, runtime.KindApprovalAnswered, runtime.AnsweredBody{Approval: "apr-2", Status: runtime.ApprovalApproved}),
+		event(t, 4, runtime.KindApprovalExpired, runtime.ClosedBody{Approval: "apr-3", Status: runtime.ApprovalExpired}),
+	} {
+		msgs, _ := f.Apply(ev)
+		if len(msgs) != 2 || msgs[1].Stream != StreamApprovals || msgs[1].Payload != nil || !msgs[1].Retain {
+			t.Errorf("%s: %+v; want the event and an empty retained approval", ev.Kind, msgs)
+		}
+	}
+	snap, err := f.Snapshot()
+	if err != nil || len(snap) != 1 || snap[0].Topic != "approvals/apr-1" {
+		t.Errorf("Snapshot() = %+v, %v; want the one pending approval", snap, err)
+	}
+}
+
+func TestFoldNamesAnEventItCannotRead(t *testing.T) {
+	f := NewFold(source{})
+	for _, ev := range []runtime.Event{
+		{Seq: 7, Kind: runtime.KindObserved, Body: json.RawMessage(`{"device":1}`)},
+		{Seq: 8, Kind: runtime.KindActed, Body: json.RawMessage(`{}`)},
+		{Seq: 9, Kind: runtime.KindApprovalAnswered},
+	} {
+		msgs, err := f.Apply(ev)
+		if err == nil || !strings.Contains(err.Error(), "event ") {
+			t.Errorf("Apply(%s %s) error = %v, want one naming the event", ev.Kind, ev.Body, err)
+		}
+		if len(msgs) != 1 || msgs[0].Stream != StreamEvents {
+			t.Errorf("Apply(%s %s) = %+v, want the event alone", ev.Kind, ev.Body, msgs)
+		}
+	}
+}
+
+func TestSnapshotOfTheEngineState(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	f := NewFold(source{states: []runtime.StateRecord{
+		{Device: "tank-1", Capability: "level", Reading: &devices.Reading{Value: value.Number(3), At: at, Quality: devices.QualityGood}},
+	}})
+	snap, err := f.Snapshot()
+	want := `{"device":"tank-1","capability":"level","value":3,"at":"2026-05-01T12:00:00Z","quality":"good"}`
+	if err != nil || len(snap) != 1 || snap[0].Topic != "state/tank-1/level" || string(snap[0].Payload) != want || !snap[0].Retain {
+		t.Errorf("Snapshot() = %+v, %v; want state/tank-1/level %s", snap, err, want)
+	}
+}
