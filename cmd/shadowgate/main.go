@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/shadowgate/shadowgate/examples"
@@ -123,6 +124,7 @@ func serve(args []string, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer ignoreHangups(log)()
 	if *demo {
 		fmt.Fprintf(stderr, "shadowgate %s: demo greenhouse on simulated devices, mode %s; every write asks a person.\n"+
 			"The plan irrigate runs every minute and its writes wait for approval; stop with Ctrl-C.\n", version, cfg.Mode)
@@ -146,4 +148,31 @@ func serve(args []string, stderr io.Writer) int {
 		return exitUnavailable
 	}
 	return exitOK
+}
+
+// ignoreHangups keeps SIGHUP, whose default is to end the process, from
+// stopping the gateway: systemd's reload and a closed terminal send it.
+// Reloading the configuration is not supported yet, so each one is logged
+// at warn level, saying that a restart applies a changed configuration.
+// The returned func stops listening and waits for the goroutine that logs.
+func ignoreHangups(log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				log.Warn("configuration reload is not supported yet; a restart applies a changed configuration", "signal", "SIGHUP")
+			}
+		}
+	})
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		wg.Wait()
+	}
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/shadowgate/shadowgate/access"
@@ -57,5 +60,44 @@ func TestDemoLoginMatchesTheDemoConfiguration(t *testing.T) {
 	}
 	if cfg.MQTT == nil || cfg.MQTT.Listen != "127.0.0.1:1883" {
 		t.Fatalf("the demo broker listens on %+v, want loopback", cfg.MQTT)
+	}
+}
+
+// SIGHUP does not stop serve: it logs that reload is not supported yet,
+// and the gateway still answers; SIGTERM then stops it cleanly.
+func TestHangupKeepsTheGatewayRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := shadowgateBinary(t)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "hup.yaml")
+	if err := os.WriteFile(config, []byte(crashConfig(dir, "", "1h")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, bin, config)
+	line := g.await(t, "the console to serve", has(`msg="console serving"`))
+	m := regexp.MustCompile(`address=(\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no address in %s", line)
+	}
+	base := "http://" + m[1]
+	for range 2 {
+		if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		g.await(t, "the hangup to be logged", has("level=WARN", "configuration reload is not supported yet", "signal=SIGHUP"))
+	}
+	resp, err := http.Get(base + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz after SIGHUP = %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	g.await(t, "a clean stop", has(`msg="gateway stopped"`))
+	if err := g.cmd.Wait(); err != nil {
+		t.Fatalf("the gateway exited with %v after SIGHUP and SIGTERM", err)
 	}
 }
