@@ -41,7 +41,11 @@ func (k Kind) String() string {
 
 // Floor is the least effect a driver knows its capability has, whatever
 // the configuration declares: an OPC-UA write reaches a PLC, a dosing pump
-// cannot be undone. Configuration may declare more, never less.
+// cannot be undone. Configuration may declare more, never less; the
+// gateway refuses a declaration narrower than the floor. The zero value
+// says the driver knows of no effect beyond the kind's own. A read changes
+// nothing, so for a sensor (and an actuator's read-back) only Reaches
+// counts.
 type Floor struct {
 	Reaches      bool
 	Irreversible bool

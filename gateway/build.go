@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/governance"
@@ -29,10 +27,13 @@ import (
 
 // Built is a checked configuration, ready to wire.
 type Built struct {
-	File            string
-	GatewayID       string
-	StateDir        string
-	Drivers         []DriverConfig
+	File      string
+	GatewayID string
+	StateDir  string
+	// Drivers are the configured drivers, checked by their factories,
+	// ready to build.
+	Drivers []BuiltDriver
+	// Devices carry the effect floors their drivers set.
 	Devices         []devices.Device
 	Policies        map[string]runtime.CapPolicy
 	Modes           []governance.Mode
@@ -45,8 +46,6 @@ type Built struct {
 	CommandLease    runtime.Lease
 	// Journal bounds the journal; its Logger is set by Run.
 	Journal journal.Options
-	// Sim holds the options of each sim driver, by driver name.
-	Sim map[string]sim.Options
 	// Users are the accounts of the broker and the console.
 	Users []access.User
 	// MQTT configures the broker; nil when it is turned off. Its Users,
@@ -63,6 +62,10 @@ type Built struct {
 	// the token names none), the user of the uplink ("uplink:<client id>"
 	// when it names none). Any other principal is a person of its own.
 	Person func(principal string) string
+
+	// declared is each actuator's effects as the configuration wrote
+	// them, by "device.capability", for Effects.
+	declared map[string]EffectsConfig
 }
 
 // people knows who holds each token and the uplink.
@@ -92,9 +95,6 @@ func (pp *people) person(principal string) string {
 	return principal
 }
 
-// Driver types this build knows.
-var driverTypes = map[string]bool{"sim": true}
-
 var plainNumber = regexp.MustCompile(`^-?[0-9][0-9.]*([eE][-+]?[0-9]+)?$`)
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
@@ -107,6 +107,9 @@ type checker struct {
 	// budget is how many more nodes shape may visit.
 	budget int
 	caps   map[string]devices.Capability // "device.capability"
+	// driverOf names the driver of each device its driver configured,
+	// for errors that say what the driver says.
+	driverOf map[string]string
 }
 
 // path is a place in the document: keys and indices.
@@ -237,28 +240,18 @@ func (c *checker) build(cfg *Config) *Built {
 	b.MaxRuleTTL = c.duration(ap.with("max_rule_ttl"), cfg.Approvals.MaxRuleTTL, 24*time.Hour)
 	b.CommandLease = c.lease(path{"leases", "command"}, cfg.Leases.Command, runtime.Lease{MaxSteps: 1, MaxActuations: 1, MaxWall: 15 * time.Minute})
 
-	drivers := map[string]bool{}
-	for i, d := range cfg.Drivers {
-		p := path{"drivers", i}
-		switch {
-		case !namePattern.MatchString(d.Name):
-			c.errf(p.with("name"), "%q is not a valid driver name", d.Name)
-		case drivers[d.Name]:
-			c.errf(p.with("name"), "driver %s is defined twice", d.Name)
-		case !driverTypes[d.Type]:
-			c.errf(p.with("type"), "unknown driver type %q (this build has: sim)", d.Type)
-		}
-		drivers[d.Name] = true
-		b.Drivers = append(b.Drivers, d)
-	}
+	entries, drivers := c.drivers(cfg.Drivers)
 	if len(cfg.Devices) == 0 {
 		c.errf(path{}, "no devices are configured")
 	}
 	c.caps = map[string]devices.Capability{}
+	var at []path // where each of b.Devices is in the file
 	for i, dc := range cfg.Devices {
 		d, ok := c.device(path{"devices", i}, dc, drivers, b.Devices)
 		if ok {
 			b.Devices = append(b.Devices, d)
+			at = append(at, path{"devices", i})
+			continue
 		}
 		// Known even when the device has errors, so that references to it
 		// do not add errors of their own.
@@ -266,10 +259,22 @@ func (c *checker) build(cfg *Config) *Built {
 			c.caps[d.ID+"."+cp.Name] = cp
 		}
 	}
+	// The drivers check their devices' addresses and set their floors,
+	// which the policies are checked against.
+	b.Drivers = c.configureDrivers(entries, b.Devices, at)
+	for _, d := range b.Devices {
+		for _, cp := range d.Capabilities {
+			c.caps[d.ID+"."+cp.Name] = cp
+		}
+	}
+	b.declared = map[string]EffectsConfig{}
 	for i, dc := range cfg.Devices {
 		for k, cc := range dc.Capabilities {
 			if pol, ok := c.policy(path{"devices", i, "capabilities", k}, dc.ID, cc); ok && pol != nil {
 				b.Policies[dc.ID+"."+cc.Name] = *pol
+				if cc.Effects != nil {
+					b.declared[dc.ID+"."+cc.Name] = *cc.Effects
+				}
 			}
 		}
 	}
@@ -304,17 +309,6 @@ func (c *checker) build(cfg *Config) *Built {
 	}
 	b.Web = c.web(path{"web"}, cfg.Web)
 	b.Person = c.people(cfg, b).person
-	b.Sim = map[string]sim.Options{}
-	for i, d := range cfg.Drivers {
-		if d.Sim == nil {
-			continue
-		}
-		if d.Type != "sim" {
-			c.errf(path{"drivers", i, "sim"}, "sim options on a %s driver", d.Type)
-			continue
-		}
-		b.Sim[d.Name] = c.simOptions(path{"drivers", i, "sim"}, d.Name, d.Sim, b.Devices)
-	}
 	plans := map[string]bool{}
 	for i, pc := range cfg.Plans {
 		p := path{"plans", i}
@@ -404,11 +398,6 @@ func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, seen 
 		}
 		d.Capabilities = append(d.Capabilities, capa)
 	}
-	if len(c.errs) == n && dc.Driver != "" {
-		if err := sim.Check(d); err != nil {
-			c.errf(p.with("address"), "%v", err)
-		}
-	}
 	return d, len(c.errs) == n
 }
 
@@ -444,7 +433,9 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 	n := len(c.errs)
 	pol := &runtime.CapPolicy{}
 	if e := cc.Effects; e != nil {
-		pol.Effects = &runtime.Declared{Reversible: e.Reversible, Contained: e.Contained, Costs: e.Costs, Reaches: e.Reaches}
+		c.aboveFloor(p.with("effects"), device, capa, e)
+		pol.Effects = &runtime.Declared{Reversible: isTrue(e.Reversible), Contained: isTrue(e.Contained),
+			Costs: isTrue(e.Costs), Reaches: isTrue(e.Reaches)}
 	}
 	if ec := cc.Envelope; ec != nil {
 		ep := p.with("envelope")
@@ -697,35 +688,6 @@ func m1(m []string) string {
 		return ""
 	}
 	return m[1]
-}
-
-func (c *checker) simOptions(p path, driver string, sc *SimConfig, devs []devices.Device) sim.Options {
-	o := sim.Options{StateFile: sc.StateFile, Faults: map[string]sim.Fault{}}
-	on := map[string]bool{}
-	for _, d := range devs {
-		if d.Driver == driver {
-			on[d.ID] = true
-		}
-	}
-	for id, fc := range sc.Faults {
-		fp := p.with("faults", id)
-		if !on[id] {
-			c.errf(fp, "no device %s on driver %s", id, driver)
-			continue
-		}
-		f := sim.Fault{Offline: fc.Offline, Stuck: fc.Stuck,
-			WriteDelay: c.duration(fp.with("write_delay"), fc.WriteDelay, 0),
-			AckDelay:   c.duration(fp.with("ack_delay"), fc.AckDelay, 0),
-			ReadDelay:  c.duration(fp.with("read_delay"), fc.ReadDelay, 0)}
-		if fc.WriteError != "" {
-			f.WriteErr = errors.New(fc.WriteError)
-		}
-		if fc.ReadError != "" {
-			f.ReadErr = errors.New(fc.ReadError)
-		}
-		o.Faults[id] = f
-	}
-	return o
 }
 
 func (c *checker) users(ucs []UserConfig) []access.User {

@@ -194,34 +194,13 @@ type LeaseDefaults struct {
 // DriverConfig is one driver instance.
 type DriverConfig struct {
 	Name string `yaml:"name"`
-	// Type is the driver: "sim" in this build.
+	// Type is the driver, one this build has (devices.DriverTypes).
 	Type string `yaml:"type"`
-	// Sim holds the options of a sim driver.
-	Sim *SimConfig `yaml:"sim"`
-}
-
-// SimConfig are the options of the simulated greenhouse.
-type SimConfig struct {
-	// StateFile keeps the simulated world across restarts of the gateway,
-	// as real hardware would be. A relative path is in the state directory.
-	StateFile string `yaml:"state_file"`
-	// Faults rehearse failures without hardware, by device id.
-	Faults map[string]SimFaultConfig `yaml:"faults"`
-}
-
-// SimFaultConfig is a fault injected into one simulated device.
-type SimFaultConfig struct {
-	Offline bool `yaml:"offline"`
-	// Stuck makes writes succeed without moving the actuator.
-	Stuck bool `yaml:"stuck"`
-	// WriteDelay delays a write before it takes effect; AckDelay delays the
-	// answer after it took effect; ReadDelay delays reads.
-	WriteDelay string `yaml:"write_delay"`
-	AckDelay   string `yaml:"ack_delay"`
-	ReadDelay  string `yaml:"read_delay"`
-	// WriteError and ReadError make calls fail with this message.
-	WriteError string `yaml:"write_error"`
-	ReadError  string `yaml:"read_error"`
+	// Options holds every other key of the entry. The one named after the
+	// type ("sim" for a sim driver) holds the driver's own options, which
+	// its package documents and its factory decodes and checks; any other
+	// key is an error.
+	Options map[string]yaml.Node `yaml:",inline"`
 }
 
 // DeviceConfig is one device.
@@ -249,12 +228,15 @@ type CapabilityConfig struct {
 	Safe       yaml.Node         `yaml:"safe"`
 }
 
-// EffectsConfig declares what an actuator does. Undeclared means the worst case.
+// EffectsConfig declares what an actuator does. Without it an actuator is
+// judged as the worst case. Reversible and Contained left out mean false
+// (the wider side); Costs and Reaches left out take the driver's floor.
+// A field declared narrower than the driver's floor is an error.
 type EffectsConfig struct {
-	Reversible bool `yaml:"reversible"`
-	Contained  bool `yaml:"contained"`
-	Costs      bool `yaml:"costs"`
-	Reaches    bool `yaml:"reaches"`
+	Reversible *bool `yaml:"reversible"`
+	Contained  *bool `yaml:"contained"`
+	Costs      *bool `yaml:"costs"`
+	Reaches    *bool `yaml:"reaches"`
 }
 
 // EnvelopeConfig bounds an actuator's values and changes.
@@ -533,9 +515,16 @@ func (c *checker) shape(n *yaml.Node, t reflect.Type, p path) {
 func (c *checker) shapeStruct(n *yaml.Node, t reflect.Type, p path, seen map[string]int) {
 	fields := map[string]reflect.Type{}
 	var names []string
+	// rest is the element type of an inline map, which takes every other
+	// key; its keys are checked by whoever reads the map.
+	var rest reflect.Type
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" && opts == "inline" && f.Type.Kind() == reflect.Map {
+			rest = f.Type.Elem()
+			continue
+		}
 		if name == "" || name == "-" {
 			continue
 		}
@@ -569,6 +558,9 @@ func (c *checker) shapeStruct(n *yaml.Node, t reflect.Type, p path, seen map[str
 			continue
 		}
 		ft, ok := fields[k.Value]
+		if !ok && rest != nil {
+			ft, ok = rest, true
+		}
 		if !ok {
 			c.shapeErr(k, p.with(k.Value), "unknown key "+strconv.Quote(k.Value)+" (known keys here: "+strings.Join(names, ", ")+")")
 			continue

@@ -3,13 +3,14 @@ package gateway
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/runtimetest"
@@ -47,6 +48,14 @@ func TestDemoConfigLoads(t *testing.T) {
 	if pol.Effects == nil || !pol.Effects.Costs || len(pol.Interlocks) != 1 || pol.Confirm == nil || !pol.Confirm.ReadBack || pol.Safe == nil {
 		t.Fatalf("pump-1.on policy = %+v", pol)
 	}
+	// The simulator's floors: the pump and the heater spend energy, the
+	// valve and the sensors nothing.
+	for _, d := range b.Devices {
+		want := devices.Floor{Costs: d.ID == "pump-1" || d.ID == "heater-1"}
+		if got := d.Capabilities[0].Floor; got != want {
+			t.Errorf("floor of %s.%s = %+v, want %+v", d.ID, d.Capabilities[0].Name, got, want)
+		}
+	}
 }
 
 // badConfigs are edits of minimal with the error each must give.
@@ -78,15 +87,23 @@ var badConfigs = []struct {
 	{"journal bad size", minimal + "journal: {max_bytes: 12MB}\n", `c.yaml:18:22: journal.max_bytes: "12MB" is not a size (write it like 128MiB`},
 	{"journal tiny file", minimal + "journal: {max_file_size: 4KiB}\n", `c.yaml:18:26: journal.max_file_size: 4KiB is too small for a journal`},
 	{"journal bad keep", minimal + "journal: {keep_records: 30d}\n", `c.yaml:18:25: journal.keep_records: "30d" is not a positive duration`},
-	{"sim fault unknown device", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: {boiler-1: {stuck: true}}}}]", 1),
-		`c.yaml:2:59: drivers[0].sim.faults.boiler-1: no device boiler-1 on driver sim`},
-	{"sim fault bad delay", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: {pump-1: {ack_delay: forever}}}}]", 1),
-		`drivers[0].sim.faults.pump-1.ack_delay: "forever" is not a positive duration`},
+	{"sim misfit capability", strings.Replace(minimal, `name: "on"`, `name: speed`, 1),
+		`c.yaml:12:9: devices[1].capabilities[0]: sim device pump-1 (pump): capability speed does not fit; the pump offers on, a bool actuator`},
+	{"floor narrowed", strings.Replace(minimal, "effects: {reversible: true}", "effects: {reversible: true, costs: false}", 1),
+		`c.yaml:16:44: devices[1].capabilities[0].effects.costs: driver sim says pump-1.on spends something (costs); the configuration may declare more than the driver's floor, never less: write costs: true or leave it out`},
+	{"unknown driver type", strings.Replace(minimal, "type: sim}", "type: gpio}", 1),
+		`c.yaml:2:29: drivers[0].type: unknown driver type "gpio" (this build has: `},
+	{"no driver type", strings.Replace(minimal, ", type: sim}", "}", 1), `c.yaml:2:11: drivers[0]: a driver names its type (this build has: `},
+	{"unknown key in a driver", strings.Replace(minimal, "type: sim}", "type: sim, sim_options: {}}", 1),
+		`c.yaml:2:47: drivers[0].sim_options: unknown key "sim_options" (known keys here: name, type, sim)`},
 }
 
-func TestJournalAndSimOptions(t *testing.T) {
+// The journal's options, and a driver's own options as its factory reads
+// them: the simulator's state file and faults, seen in what the driver
+// built from them does.
+func TestJournalAndDriverOptions(t *testing.T) {
 	y := strings.Replace(minimal, "drivers: [{name: sim, type: sim}]",
-		"drivers: [{name: sim, type: sim, sim: {state_file: world.json, faults: {pump-1: {write_delay: 2s, write_error: relay welded}}}}]", 1) +
+		"drivers: [{name: sim, type: sim, sim: {state_file: world.json, faults: {pump-1: {write_error: relay welded}, tank-1: {read_delay: 1h}}}}]", 1) +
 		"journal: {max_events: 1000, max_bytes: 64MiB, keep_records: 48h, max_file_size: 1GiB}\n"
 	b, err := Load("c.yaml", []byte(y))
 	if err != nil {
@@ -95,9 +112,29 @@ func TestJournalAndSimOptions(t *testing.T) {
 	if j := b.Journal; j.MaxEvents != 1000 || j.MaxBytes != 64<<20 || j.KeepRecords != 48*time.Hour || j.MaxFileSize != 1<<30 {
 		t.Fatalf("journal options = %+v", j)
 	}
-	so := b.Sim["sim"]
-	if f := so.Faults["pump-1"]; so.StateFile != "world.json" || f.WriteDelay != 2*time.Second || f.WriteErr == nil || f.WriteErr.Error() != "relay welded" {
-		t.Fatalf("sim options = %+v", so)
+	dir := t.TempDir()
+	reg, closeDrivers, err := openDrivers(t.Context(), b, dir)
+	defer func() {
+		if err := closeDrivers(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Refresh()
+	pump, _ := reg.Lookup("pump-1")
+	if err := pump.Driver.Write(t.Context(), "pump-1", "on", value.Bool(true)); err == nil || !strings.Contains(err.Error(), "relay welded") {
+		t.Fatalf("write to pump-1 = %v, want the configured write_error", err)
+	}
+	// The state file is in the state directory: it counted the write.
+	if _, err := os.Stat(filepath.Join(dir, "world.json")); err != nil {
+		t.Fatalf("the sim's state file: %v", err)
+	}
+	short, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+	defer cancel()
+	if _, err := pump.Driver.Read(short, "tank-1", "level"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read of tank-1 with a read_delay of 1h = %v, want its deadline exceeded", err)
 	}
 }
 
@@ -198,8 +235,8 @@ var shapeConfigs = []struct {
 	{"bool quoted yes", strings.Replace(minimal, "read_back: true", "read_back: 'yes'", 1), `read_back: "yes" is not a boolean in YAML 1.2: write true or false`},
 	{"optional bool off", minimal + "mqtt: {enabled: off}\n", `c.yaml:18:17: mqtt.enabled: "off" is not a boolean in YAML 1.2: write true or false`},
 	{"optional bool no", minimal + "web:\n  enabled: no\n", `c.yaml:19:12: web.enabled: "no" is not a boolean in YAML 1.2: write true or false`},
-	{"bool in a map", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: {pump-1: {stuck: Yes}}}}]", 1),
-		`c.yaml:2:65: drivers[0].sim.faults.pump-1.stuck: "Yes" is not a boolean in YAML 1.2: write true or false`},
+	{"bool in a map", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim}, {name: board, type: fakegpio, fakegpio: {pins: {gpio21: {doses: Yes}}}}]", 1),
+		`c.yaml:2:99: drivers[1].fakegpio.pins.gpio21.doses: "Yes" is not a boolean in YAML 1.2: write true or false`},
 	{"bool number", strings.Replace(minimal, "read_back: true", "read_back: 1", 1), `read_back: expected true or false, found the number 1`},
 	{"bool text", strings.Replace(minimal, "read_back: true", "read_back: sometimes", 1), `read_back: expected true or false, found the text "sometimes"`},
 	{"int quoted", minimal + "mqtt: {max_clients: \"10\"}\n",
@@ -215,8 +252,8 @@ var shapeConfigs = []struct {
 	{"string list as text", minimal + "modes: [{name: m, base: observe, ceiling: {reads: greenhouse}}]\n",
 		`c.yaml:18:51: modes[0].ceiling.reads: expected a list, found the text "greenhouse"`},
 	{"list as mapping", minimal + "rules: {id: r}\n", `c.yaml:18:8: rules: expected a list, found a mapping (key: value)`},
-	{"map as list", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim, sim: {faults: [pump-1]}}]", 1),
-		`c.yaml:2:48: drivers[0].sim.faults: expected a mapping of names to settings, found a list`},
+	{"map as list", strings.Replace(minimal, "drivers: [{name: sim, type: sim}]", "drivers: [{name: sim, type: sim}, {name: board, type: fakegpio, fakegpio: {pins: [gpio21]}}]", 1),
+		`c.yaml:2:82: drivers[1].fakegpio.pins: expected a mapping of names to settings, found a list`},
 	{"struct as text", minimal + "approvals: soon\n", `c.yaml:18:12: approvals: expected a mapping of keys (key: value), found the text "soon"`},
 	{"unknown nested key", minimal + "mqtt: {commands: {per_hour: 3}}\n", `c.yaml:18:19: mqtt.commands.per_hour: unknown key "per_hour" (known keys here: per_minute, burst)`},
 	{"repeated key", minimal + "mode: supervised\nmode: observe\n", `c.yaml:19:1: mode: key "mode" appears twice (first on line 18)`},
@@ -309,17 +346,18 @@ uplink: {url: "tcp://site:1883", client_id: site-1, user: appr}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	g, err := sim.New(sim.Options{Devices: b.Devices})
+	reg, closeDrivers, err := openDrivers(ctx, b, t.TempDir())
+	defer func() {
+		if err := closeDrivers(); err != nil {
+			t.Error(err)
+		}
+	}()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reg := devices.NewRegistry()
-	if err := reg.Add("sim", g); err != nil {
-		t.Fatal(err)
-	}
+	g := reg.Drivers()[0].(interface {
+		Count(op, device, capability string) int
+	})
 	eng, err := runtime.New(ctx, runtime.Options{Registry: reg, Journal: runtimetest.NewMemJournal(), Policies: b.Policies,
 		Modes: b.Modes, Mode: b.Mode, Rules: b.Rules, Person: b.Person})
 	if err != nil {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/drivers/sim"
 )
 
 // openDrivers builds every configured driver, opens it and adds it to a
@@ -24,13 +22,16 @@ func openDrivers(ctx context.Context, cfg *Built, stateDir string) (*devices.Reg
 		return err
 	}
 	for _, dc := range cfg.Drivers {
+		if dc.build == nil {
+			return reg, closeAll, fmt.Errorf("driver %s: not configured (build the configuration with Load)", dc.Name)
+		}
 		var devs []devices.Device
 		for _, d := range cfg.Devices {
 			if d.Driver == dc.Name {
 				devs = append(devs, d)
 			}
 		}
-		drv, err := newDriver(dc, devs, cfg.Sim[dc.Name], stateDir)
+		drv, err := dc.build(devices.Env{StateDir: stateDir, Devices: devs})
 		if err != nil {
 			return reg, closeAll, fmt.Errorf("driver %s: %w", dc.Name, err)
 		}
@@ -43,16 +44,4 @@ func openDrivers(ctx context.Context, cfg *Built, stateDir string) (*devices.Reg
 		}
 	}
 	return reg, closeAll, nil
-}
-
-func newDriver(dc DriverConfig, devs []devices.Device, so sim.Options, stateDir string) (devices.Driver, error) {
-	switch dc.Type {
-	case "sim":
-		so.Devices = devs
-		if so.StateFile != "" && !filepath.IsAbs(so.StateFile) {
-			so.StateFile = filepath.Join(stateDir, so.StateFile)
-		}
-		return sim.New(so)
-	}
-	return nil, fmt.Errorf("unknown driver type %q", dc.Type)
 }

@@ -4,8 +4,13 @@
 //
 // It is also the reference fake of the device contract: faults can be
 // injected per device (offline, stuck actuator, slow or failing writes and
-// reads), and every operation is counted so a test can assert that no write
-// happened.
+// reads, a lost acknowledgement), and every operation is counted so a test
+// can assert that no write happened. The faults and the counts are those of
+// devices/devicetest, which wraps the physics; the simulator adds only what
+// a device knows, the writes it received.
+//
+// The package registers the driver type "sim" (config.go): the gateway's
+// demo and tests reach it by that name.
 package sim
 
 import (
@@ -20,6 +25,7 @@ import (
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/devices/devicetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -87,23 +93,11 @@ func LoadWorld(path string) (World, error) {
 	return w, nil
 }
 
-// Fault is what a test injects into one device. The zero value is healthy.
-type Fault struct {
-	// Offline removes the device: it leaves Devices and every call fails
-	// with devices.ErrOffline.
-	Offline bool
-	// Stuck makes writes succeed without moving the actuator, so a read-back
-	// never follows.
-	Stuck bool
-	// WriteDelay and ReadDelay make calls slow; they still honour ctx. A
-	// delayed write takes effect after the delay.
-	WriteDelay, ReadDelay time.Duration
-	// AckDelay delays the answer of a write that has already taken effect,
-	// as a device whose acknowledgement is slow or lost.
-	AckDelay time.Duration
-	// WriteErr and ReadErr make calls fail with this error.
-	WriteErr, ReadErr error
-}
+// Fault is what a test injects into one device; the zero value is
+// healthy. See devicetest.Fault for each knob. A write that reaches a device
+// that is not offline counts as received (World.Received) before a delay,
+// an error or a stuck actuator holds it up.
+type Fault = devicetest.Fault
 
 // Options configure a greenhouse.
 type Options struct {
@@ -127,286 +121,301 @@ type Options struct {
 	Faults map[string]Fault
 }
 
-// Greenhouse is the simulated driver. It is safe for concurrent use.
+// Greenhouse is the simulated driver: the physics of the greenhouse
+// behind devicetest's fault knobs. It is safe for concurrent use.
 type Greenhouse struct {
+	w      *world
+	faults *devicetest.Driver
+}
+
+// world is the physics of the greenhouse and the devices that reach it,
+// as a devices.Driver without faults.
+type world struct {
 	now       func() time.Time
 	writeHook func(context.Context, string, string, value.Value)
 	stateFile string
+	devs      []devices.Device
+	byID      map[string]int
 
 	// mu guards everything below.
 	mu       sync.Mutex
 	closed   bool
 	last     time.Time
 	st       State
-	devs     []devices.Device
-	online   []devices.Device // devs minus the offline ones; rebuilt on change
-	byID     map[string]int
-	faults   map[string]Fault
-	counts   map[string]int // "op device.capability"
 	written  map[string][]value.Value
 	received map[string]int // writes received, kept in the state file
 }
 
-// Check reports whether d fits an element of the greenhouse: its address
-// names one, and its capabilities are the one that element offers.
-func Check(d devices.Device) error {
+// check reports whether d fits an element of the greenhouse: its address
+// names one, and its capabilities are the one that element offers. It
+// returns the index of the capability that does not fit, or -1.
+func check(d devices.Device) (int, error) {
 	el, ok := elements[d.Address]
 	if !ok {
-		return errors.New("sim device " + d.ID + ": unknown address \"" + d.Address + "\" (want tank, flow, air, pump, valve or heater)")
+		return -1, errors.New("sim device " + d.ID + ": unknown address \"" + d.Address + "\" (want tank, flow, air, pump, valve or heater)")
 	}
-	for _, c := range d.Capabilities {
+	for i, c := range d.Capabilities {
 		if c.Name != el.capability || c.Kind != el.kind || c.Type != el.typ {
-			return errors.New("sim device " + d.ID + " (" + d.Address + "): capability " + c.Name +
+			return i, errors.New("sim device " + d.ID + " (" + d.Address + "): capability " + c.Name +
 				" does not fit; the " + d.Address + " offers " + el.capability + ", a " + el.typ.String() + " " + el.kind.String())
 		}
 	}
-	return nil
+	return -1, nil
 }
 
 // New checks the devices against the greenhouse's elements and returns the
-// driver. It names the first device that does not fit.
+// driver. It names the first device that does not fit. The devices it
+// serves carry the simulator's effect floors (floor), whatever floors
+// opts.Devices had.
 func New(opts Options) (*Greenhouse, error) {
-	g := &Greenhouse{
+	w := &world{
 		now:       opts.Now,
 		writeHook: opts.WriteHook,
 		stateFile: opts.StateFile,
 		byID:      map[string]int{},
-		faults:    map[string]Fault{},
-		counts:    map[string]int{},
 		written:   map[string][]value.Value{},
 		received:  map[string]int{},
 	}
-	if g.now == nil {
-		g.now = time.Now
+	if w.now == nil {
+		w.now = time.Now
 	}
-	g.st = State{Level: 60, Temperature: ambient}
+	w.st = State{Level: 60, Temperature: ambient}
 	if opts.Initial != nil {
-		g.st = *opts.Initial
+		w.st = *opts.Initial
 	}
-	if g.stateFile != "" {
-		w, err := LoadWorld(g.stateFile)
+	if w.stateFile != "" {
+		lw, err := LoadWorld(w.stateFile)
 		switch {
 		case err == nil:
-			g.st, g.received = w.State, w.Received
+			w.st, w.received = lw.State, lw.Received
 		case !errors.Is(err, os.ErrNotExist):
 			return nil, err
 		}
 	}
 	for i, d := range opts.Devices {
-		if err := Check(d); err != nil {
+		if _, err := check(d); err != nil {
 			return nil, err
 		}
-		if _, dup := g.byID[d.ID]; dup {
+		if _, dup := w.byID[d.ID]; dup {
 			return nil, errors.New("sim device " + d.ID + " is configured twice")
 		}
-		g.byID[d.ID] = i
-		g.devs = append(g.devs, d)
+		d.Capabilities = slices.Clone(d.Capabilities)
+		for k := range d.Capabilities {
+			d.Capabilities[k].Floor = floor(d.Address)
+		}
+		w.byID[d.ID] = i
+		w.devs = append(w.devs, d)
 	}
-	for id, f := range opts.Faults {
-		if _, ok := g.byID[id]; !ok {
+	for id := range opts.Faults {
+		if _, ok := w.byID[id]; !ok {
 			return nil, errors.New("sim fault for " + id + ": no such device")
 		}
-		g.faults[id] = f
 	}
-	g.online = g.online[:0]
-	for _, d := range g.devs {
-		if !g.faults[d.ID].Offline {
-			g.online = append(g.online, d)
-		}
-	}
+	g := &Greenhouse{w: w}
+	g.faults = devicetest.Wrap(w, devicetest.Options{Faults: opts.Faults, Received: w.receive})
 	return g, nil
 }
 
 // Open starts the clock of the physics.
-func (g *Greenhouse) Open(context.Context) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.last = g.now()
-	return nil
-}
+func (g *Greenhouse) Open(ctx context.Context) error { return g.faults.Open(ctx) }
 
 // Devices returns the devices that are not offline.
-func (g *Greenhouse) Devices() []devices.Device {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return nil
-	}
-	return g.online
-}
+func (g *Greenhouse) Devices() []devices.Device { return g.faults.Devices() }
 
 // Close stops the driver.
-func (g *Greenhouse) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closed = true
-	return nil
-}
-
-// SetFault injects a fault into a device; the zero Fault heals it.
-func (g *Greenhouse) SetFault(device string, f Fault) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if f == (Fault{}) {
-		delete(g.faults, device)
-	} else {
-		g.faults[device] = f
-	}
-	g.online = g.online[:0:0]
-	for _, d := range g.devs {
-		if !g.faults[d.ID].Offline {
-			g.online = append(g.online, d)
-		}
-	}
-}
-
-// Adjust changes the physical state by hand, as a person on site would
-// (draining the tank, switching a pump at its local panel).
-func (g *Greenhouse) Adjust(fn func(*State)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.advanceLocked(g.now())
-	fn(&g.st)
-}
-
-// Count returns how many times op ("read" or "write") reached the driver
-// for device.capability, including failed calls.
-func (g *Greenhouse) Count(op, device, capability string) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.counts[op+" "+device+"."+capability]
-}
-
-// Written returns the values written to device.capability that took
-// effect or were swallowed by a stuck actuator, in order.
-func (g *Greenhouse) Written(device, capability string) []value.Value {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Clone(g.written[device+"."+capability])
-}
-
-// State returns the physical state now.
-func (g *Greenhouse) State() State {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.advanceLocked(g.now())
-	return g.st
-}
+func (g *Greenhouse) Close() error { return g.faults.Close() }
 
 // Read observes one capability.
 func (g *Greenhouse) Read(ctx context.Context, device, capability string) (devices.Reading, error) {
-	f, addr, err := g.begin("read", device, capability)
-	if err != nil {
-		return devices.Reading{}, err
-	}
-	if err := wait(ctx, f.ReadDelay); err != nil {
-		return devices.Reading{}, &devices.OpError{Op: "read", Device: device, Capability: capability, Err: err}
-	}
-	if f.ReadErr != nil {
-		return devices.Reading{}, &devices.OpError{Op: "read", Device: device, Capability: capability, Err: f.ReadErr}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.now()
-	g.advanceLocked(now)
-	var v value.Value
-	switch addr {
-	case "tank":
-		v = value.Number(round2(g.st.Level))
-	case "flow":
-		v = value.Number(round2(g.st.Flow))
-	case "air":
-		v = value.Number(round2(g.st.Temperature))
-	case "pump":
-		v = value.Bool(g.st.Pump)
-	case "valve":
-		v = value.Bool(g.st.Valve)
-	case "heater":
-		v = value.Bool(g.st.Heater)
-	}
-	return devices.Reading{Value: v, At: now, Quality: devices.QualityGood}, nil
+	return g.faults.Read(ctx, device, capability)
 }
 
 // Write changes an actuator.
 func (g *Greenhouse) Write(ctx context.Context, device, capability string, v value.Value) error {
-	f, addr, err := g.begin("write", device, capability)
-	if err != nil {
-		return err
-	}
-	if elements[addr].kind != devices.KindActuator {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: devices.ErrNotWritable}
-	}
-	if v.Type != value.TypeBool {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: errors.New("want a bool, got a " + v.Type.String())}
-	}
-	if err := g.receive(device + "." + capability); err != nil {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
-	}
-	if err := wait(ctx, f.WriteDelay); err != nil {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
-	}
-	if f.WriteErr != nil {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: f.WriteErr}
-	}
-	if g.writeHook != nil {
-		g.writeHook(ctx, device, capability, v)
-	}
-	if err := g.apply(addr, device+"."+capability, v, f.Stuck); err != nil {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
-	}
-	if err := wait(ctx, f.AckDelay); err != nil {
-		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
-	}
-	return nil
+	return g.faults.Write(ctx, device, capability, v)
 }
 
-// apply records a write that took effect (or was swallowed, when stuck),
-// moves the actuator at addr and saves the state file.
-func (g *Greenhouse) apply(addr, target string, v value.Value, stuck bool) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.advanceLocked(g.now())
-	g.written[target] = append(g.written[target], v)
-	if !stuck {
-		switch addr {
-		case "pump":
-			g.st.Pump = v.Bool
-		case "valve":
-			g.st.Valve = v.Bool
-		case "heater":
-			g.st.Heater = v.Bool
-		}
-	}
-	return g.saveLocked()
+// SetFault injects a fault into a device; the zero Fault heals it.
+func (g *Greenhouse) SetFault(device string, f Fault) { g.faults.SetFault(device, f) }
+
+// Count returns how many times op ("read" or "write") reached the driver
+// for device.capability, including failed calls.
+func (g *Greenhouse) Count(op, device, capability string) int {
+	return g.faults.Count(op, device, capability)
 }
 
-// receive counts a write that reached the device, in the state file too.
-func (g *Greenhouse) receive(target string) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.received[target]++
-	return g.saveLocked()
+// Written returns the values written to device.capability that took
+// effect, in order: a stuck actuator's are not among them.
+func (g *Greenhouse) Written(device, capability string) []value.Value {
+	g.w.mu.Lock()
+	defer g.w.mu.Unlock()
+	return slices.Clone(g.w.written[device+"."+capability])
 }
 
 // Received returns how many writes reached device.capability, across
 // restarts when there is a state file.
 func (g *Greenhouse) Received(device, capability string) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.received[device+"."+capability]
+	g.w.mu.Lock()
+	defer g.w.mu.Unlock()
+	return g.w.received[device+"."+capability]
 }
 
-// saveLocked rewrites the state file atomically, if there is one. g.mu
-// must be held.
-func (g *Greenhouse) saveLocked() error {
-	if g.stateFile == "" {
+// Adjust changes the physical state by hand, as a person on site would
+// (draining the tank, switching a pump at its local panel).
+func (g *Greenhouse) Adjust(fn func(*State)) {
+	g.w.mu.Lock()
+	defer g.w.mu.Unlock()
+	g.w.advanceLocked(g.w.now())
+	fn(&g.w.st)
+}
+
+// State returns the physical state now.
+func (g *Greenhouse) State() State {
+	g.w.mu.Lock()
+	defer g.w.mu.Unlock()
+	g.w.advanceLocked(g.w.now())
+	return g.w.st
+}
+
+func (w *world) Open(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = w.now()
+	return nil
+}
+
+func (w *world) Devices() []devices.Device {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
 		return nil
 	}
-	b, err := json.Marshal(World{State: g.st, Received: g.received})
+	return w.devs
+}
+
+func (w *world) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	return nil
+}
+
+func (w *world) Read(ctx context.Context, device, capability string) (devices.Reading, error) {
+	if err := ctx.Err(); err != nil {
+		return devices.Reading{}, &devices.OpError{Op: "read", Device: device, Capability: capability, Err: err}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	addr, err := w.lookupLocked("read", device, capability)
+	if err != nil {
+		return devices.Reading{}, err
+	}
+	now := w.now()
+	w.advanceLocked(now)
+	var v value.Value
+	switch addr {
+	case "tank":
+		v = value.Number(round2(w.st.Level))
+	case "flow":
+		v = value.Number(round2(w.st.Flow))
+	case "air":
+		v = value.Number(round2(w.st.Temperature))
+	case "pump":
+		v = value.Bool(w.st.Pump)
+	case "valve":
+		v = value.Bool(w.st.Valve)
+	case "heater":
+		v = value.Bool(w.st.Heater)
+	}
+	return devices.Reading{Value: v, At: now, Quality: devices.QualityGood}, nil
+}
+
+func (w *world) Write(ctx context.Context, device, capability string, v value.Value) error {
+	addr, err := w.writable(device, capability, v)
 	if err != nil {
 		return err
 	}
-	tmp := g.stateFile + ".tmp"
+	opErr := func(err error) error {
+		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return opErr(err)
+	}
+	if w.writeHook != nil {
+		w.writeHook(ctx, device, capability, v)
+	}
+	if err := w.apply(addr, device+"."+capability, v); err != nil {
+		// The actuator moved; whether the world on disk did is unknown.
+		return opErr(devices.UnknownOutcome(err))
+	}
+	return nil
+}
+
+// writable checks a write of v to device.capability and returns the
+// device's address.
+func (w *world) writable(device, capability string, v value.Value) (string, error) {
+	w.mu.Lock()
+	addr, err := w.lookupLocked("write", device, capability)
+	w.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	opErr := func(err error) error {
+		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
+	}
+	if elements[addr].kind != devices.KindActuator {
+		return "", opErr(devices.ErrNotWritable)
+	}
+	if v.Type != value.TypeBool {
+		return "", opErr(devices.BadRequest("want a bool, got a " + v.Type.String()))
+	}
+	return addr, nil
+}
+
+// receive counts a write that reached a device, in the state file too. It
+// checks the write first: a write the device cannot take never arrives.
+func (w *world) receive(device, capability string, v value.Value) error {
+	if _, err := w.writable(device, capability, v); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.received[device+"."+capability]++
+	if err := w.saveLocked(); err != nil {
+		return &devices.OpError{Op: "write", Device: device, Capability: capability, Err: err}
+	}
+	return nil
+}
+
+// apply records a write that took effect, moves the actuator at addr and
+// saves the state file.
+func (w *world) apply(addr, target string, v value.Value) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.advanceLocked(w.now())
+	w.written[target] = append(w.written[target], v)
+	switch addr {
+	case "pump":
+		w.st.Pump = v.Bool
+	case "valve":
+		w.st.Valve = v.Bool
+	case "heater":
+		w.st.Heater = v.Bool
+	}
+	return w.saveLocked()
+}
+
+// saveLocked rewrites the state file atomically, if there is one. w.mu
+// must be held.
+func (w *world) saveLocked() error {
+	if w.stateFile == "" {
+		return nil
+	}
+	b, err := json.Marshal(World{State: w.st, Received: w.received})
+	if err != nil {
+		return err
+	}
+	tmp := w.stateFile + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("saving the sim state: %w", err)
@@ -419,7 +428,7 @@ func (g *Greenhouse) saveLocked() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, g.stateFile)
+		err = os.Rename(tmp, w.stateFile)
 	}
 	if err != nil {
 		return fmt.Errorf("saving the sim state: %w", err)
@@ -427,77 +436,56 @@ func (g *Greenhouse) saveLocked() error {
 	return nil
 }
 
-// begin counts the call and checks the device, returning its fault and address.
-func (g *Greenhouse) begin(op, device, capability string) (Fault, string, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.counts[op+" "+device+"."+capability]++
+// lookupLocked checks the device and capability of a call and returns
+// the device's address. w.mu must be held.
+func (w *world) lookupLocked(op, device, capability string) (string, error) {
 	opErr := func(err error) error {
 		return &devices.OpError{Op: op, Device: device, Capability: capability, Err: err}
 	}
-	if g.closed {
-		return Fault{}, "", opErr(devices.ErrClosed)
+	if w.closed {
+		return "", opErr(devices.ErrClosed)
 	}
-	i, ok := g.byID[device]
+	i, ok := w.byID[device]
 	if !ok {
-		return Fault{}, "", opErr(devices.ErrUnknownDevice)
+		return "", opErr(devices.ErrUnknownDevice)
 	}
-	d := g.devs[i]
+	d := &w.devs[i]
 	if _, ok := d.Capability(capability); !ok {
-		return Fault{}, "", opErr(devices.ErrUnknownCapability)
+		return "", opErr(devices.ErrUnknownCapability)
 	}
-	f := g.faults[device]
-	if f.Offline {
-		return Fault{}, "", opErr(devices.ErrOffline)
-	}
-	return f, d.Address, nil
+	return d.Address, nil
 }
 
-// advanceLocked integrates the physics up to now. g.mu must be held.
-func (g *Greenhouse) advanceLocked(now time.Time) {
-	if g.last.IsZero() {
-		g.last = now
+// advanceLocked integrates the physics up to now. w.mu must be held.
+func (w *world) advanceLocked(now time.Time) {
+	if w.last.IsZero() {
+		w.last = now
 		return
 	}
-	step := max(tick, now.Sub(g.last)/3600) // at most 3600 iterations per call
-	for now.Sub(g.last) > 0 {
-		dt := min(now.Sub(g.last), step)
-		g.last = g.last.Add(dt)
+	step := max(tick, now.Sub(w.last)/3600) // at most 3600 iterations per call
+	for now.Sub(w.last) > 0 {
+		dt := min(now.Sub(w.last), step)
+		w.last = w.last.Add(dt)
 		s := dt.Seconds()
 		target := 0.0
-		if g.st.Pump && g.st.Valve && g.st.Level > 0 {
+		if w.st.Pump && w.st.Valve && w.st.Level > 0 {
 			target = pumpFlow
 		}
-		g.st.Flow += (target - g.st.Flow) * (1 - math.Exp(-s/flowTau))
-		if g.st.Flow < 0.005 && target == 0 {
-			g.st.Flow = 0
+		w.st.Flow += (target - w.st.Flow) * (1 - math.Exp(-s/flowTau))
+		if w.st.Flow < 0.005 && target == 0 {
+			w.st.Flow = 0
 		}
-		g.st.Level -= g.st.Flow / 60 * s / tankLitres * 100
-		if g.st.Level < 95 {
-			g.st.Level += refillPerSec * s
+		w.st.Level -= w.st.Flow / 60 * s / tankLitres * 100
+		if w.st.Level < 95 {
+			w.st.Level += refillPerSec * s
 		}
-		g.st.Level = math.Max(0, math.Min(100, g.st.Level))
+		w.st.Level = math.Max(0, math.Min(100, w.st.Level))
 		goal, tau := ambient, coolTau
-		if g.st.Heater {
+		if w.st.Heater {
 			goal, tau = heated, heatTau
 		}
-		g.st.Temperature += (goal - g.st.Temperature) * (1 - math.Exp(-s/tau))
+		w.st.Temperature += (goal - w.st.Temperature) * (1 - math.Exp(-s/tau))
 	}
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
-
-// wait blocks for d or until ctx is done.
-func wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -1,0 +1,8 @@
+package gateway
+
+// The drivers this build has. Each registers its type from its init; a
+// configuration names them by type, and nothing else in gateway names a
+// driver.
+import (
+	_ "github.com/shadowgate/shadowgate/drivers/sim" // the simulated greenhouse: the demo and most tests
+)
