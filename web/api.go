@@ -17,6 +17,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/value"
 )
@@ -88,14 +89,14 @@ func bind(c echo.Context, v any) error {
 			if n, err := strconv.Unquote(name); err == nil {
 				name = n
 			}
-			return problem(http.StatusBadRequest, "unknown field "+quoteShort(name))
+			return problem(http.StatusBadRequest, "unknown field "+command.QuoteShort(name))
 		}
 		return problem(http.StatusBadRequest, clipDetail("malformed JSON: "+err.Error()))
 	}
 	if dec.More() {
 		return problem(http.StatusBadRequest, "malformed JSON: more than one value")
 	}
-	if err := repeatedKey(body); err != nil {
+	if err := command.RepeatedKey(body); err != nil {
 		return problem(http.StatusBadRequest, "the body: "+err.Error())
 	}
 	return nil
@@ -332,7 +333,7 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 	if ap.Kind == "mode_change" {
 		if b.Mode != ap.Mode {
 			return ap, problem(http.StatusConflict, fmt.Sprintf("approval %s asks for mode %s, not %s: answer the request you were shown", ap.ID, ap.Mode,
-				quoteShort(b.Mode)))
+				command.QuoteShort(b.Mode)))
 		}
 	} else {
 		shown, err := value.ParseValue(ap.Value.Type, b.Value, nil)
@@ -351,7 +352,7 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 				ap.ID, strings.ReplaceAll(ap.Kind, "_", " ")))
 		}
 	default:
-		return ap, problem(http.StatusBadRequest, `field "decision": `+quoteShort(b.Decision)+` is not approve, deny or approve_and_rule`)
+		return ap, problem(http.StatusBadRequest, `field "decision": `+command.QuoteShort(b.Decision)+` is not approve, deny or approve_and_rule`)
 	}
 	if ans.Decision == runtime.Deny && strings.TrimSpace(b.Reason) == "" {
 		return ap, problem(http.StatusBadRequest, `field "reason": a denial says why`)
@@ -630,7 +631,7 @@ func (s *Server) resolve(c echo.Context, attempt string, b resolveBody) (runtime
 	id := userOf(c)
 	found := runtime.Found(b.Found)
 	if found != runtime.FoundActed && found != runtime.FoundNotActed {
-		return runtime.Attempt{}, problem(http.StatusBadRequest, `field "found": `+quoteShort(b.Found)+
+		return runtime.Attempt{}, problem(http.StatusBadRequest, `field "found": `+command.QuoteShort(b.Found)+
 			` is not "acted" (the act took effect) or "not_acted" (it did not)`)
 	}
 	if strings.TrimSpace(b.Note) == "" {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/shadowgate/shadowgate/gateway/command"
 )
 
 // FuzzAPIBodies posts arbitrary bodies to the endpoints that take one: the
@@ -55,7 +57,7 @@ func FuzzAPIBodies(f *testing.F) {
 		if !utf8.ValidString(body) {
 			t.Fatalf("%s %q: a body of invalid UTF-8 was taken (%d)", req.URL.Path, body, rec.Code)
 		}
-		if err := repeatedKey([]byte(body)); err != nil {
+		if err := command.RepeatedKey([]byte(body)); err != nil {
 			t.Fatalf("%s %q: a body with a repeated key was taken (%d): %v", req.URL.Path, body, rec.Code, err)
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shadowgate/shadowgate/gateway/command"
 )
 
 // Every number a client sends is checked here, where it enters, against
@@ -19,7 +21,7 @@ import (
 func seqParam(name, v string, newest uint64) (uint64, error) {
 	n, err := strconv.ParseUint(v, 10, 64)
 	if !digits(v) || err != nil || n > newest {
-		return 0, problem(http.StatusBadRequest, name+": "+quoteShort(v)+" is not a sequence number from 0 to "+
+		return 0, problem(http.StatusBadRequest, name+": "+command.QuoteShort(v)+" is not a sequence number from 0 to "+
 			strconv.FormatUint(newest, 10)+" (the newest in the journal)")
 	}
 	return n, nil
@@ -29,7 +31,7 @@ func seqParam(name, v string, newest uint64) (uint64, error) {
 func countParam(name, v string, lo, hi int) (int, error) {
 	n, err := strconv.Atoi(v)
 	if !digits(v) || err != nil || n < lo || n > hi {
-		return 0, problem(http.StatusBadRequest, name+": "+quoteShort(v)+" is not a whole number from "+
+		return 0, problem(http.StatusBadRequest, name+": "+command.QuoteShort(v)+" is not a whole number from "+
 			strconv.Itoa(lo)+" to "+strconv.Itoa(hi))
 	}
 	return n, nil
@@ -39,7 +41,7 @@ func countParam(name, v string, lo, hi int) (int, error) {
 func durationParam(name, v string, lo, hi time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d < lo || d > hi {
-		return 0, problem(http.StatusBadRequest, name+": "+quoteShort(v)+" is not a duration from "+lo.String()+" to "+
+		return 0, problem(http.StatusBadRequest, name+": "+command.QuoteShort(v)+" is not a duration from "+lo.String()+" to "+
 			hi.String()+" (like 30m or 2h)")
 	}
 	return d, nil
