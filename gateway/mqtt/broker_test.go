@@ -14,6 +14,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
 	"path/filepath"
@@ -55,6 +56,9 @@ type gwOptions struct {
 	tls        *tls.Config
 	websocket  string
 	maxClients int
+	logger     *slog.Logger
+	// wrap, if set, stands between the broker's commands and the engine.
+	wrap func(command.Engine) command.Engine
 }
 
 func hash(t testing.TB, pw string) []byte {
@@ -131,13 +135,17 @@ func startGW(t testing.TB, o gwOptions) *testGW {
 	t.Helper()
 	eng, g, j, users := testEngine(t, o.dir)
 	opts := Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, Anonymous: o.anonymous,
-		CommandBurst: o.burst, CommandsPerMinute: o.perMinute, MaxPayload: 4096, TLS: o.tls, WebsocketListen: o.websocket, MaxClients: o.maxClients}
+		CommandBurst: o.burst, CommandsPerMinute: o.perMinute, MaxPayload: 4096, TLS: o.tls, WebsocketListen: o.websocket, MaxClients: o.maxClients,
+		Logger: o.logger}
 	if o.tls != nil {
 		opts.TLSListen = "127.0.0.1:0"
 	}
 	b, err := New(eng, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.wrap != nil {
+		b.disp.Engine = o.wrap(b.disp.Engine)
 	}
 	if err := b.Listen(); err != nil {
 		t.Fatal(err)

@@ -233,11 +233,13 @@ func (u *Uplink) onConnect(c paho.Client) {
 	for _, rel := range command.CommandFilters {
 		f := u.opts.Prefix + rel
 		tok := c.Subscribe(f, 1, handler)
-		go func() {
+		// Waited for in a goroutine Run waits for: paho calls onConnect
+		// in its own goroutine, which must not block.
+		u.spawn(func() {
 			if tok.WaitTimeout(10*time.Second) && tok.Error() != nil {
 				u.log.Error("uplink subscribe failed", "filter", f, "error", tok.Error())
 			}
-		}()
+		})
 	}
 	u.poke()
 }
