@@ -60,9 +60,9 @@ type EffectField struct {
 
 // Where a wider field came from.
 const (
-	fromSensorKind   = "kind: a sensor reads its own scope"
-	fromActuatorKind = "kind: an actuator writes its own scope"
-	fromWorst        = "configuration: no effects declared, so the worst case"
+	fromSensorKind   = "the kind (a sensor reads its own scope)"
+	fromActuatorKind = "the kind (an actuator writes its own scope)"
+	fromWorst        = "the configuration (no effects declared: the worst case)"
 )
 
 // Effects returns the effect profile of every capability, devices and
@@ -75,7 +75,7 @@ func (b *Built) Effects() []Effect {
 			c := &d.Capabilities[k]
 			ref := d.ID + "." + c.Name
 			e := Effect{Device: d.ID, Capability: c.Name, Kind: c.Kind, Driver: d.Driver}
-			floor := "driver floor: " + d.Driver + " says so"
+			floor := "the driver's floor (" + d.Driver + ")"
 			var from [6][]string // reads, writes, reaches, reversible, contained, costs
 			if c.Kind == devices.KindSensor {
 				e.Profile = runtime.ReadProfile(d, c)
@@ -139,9 +139,9 @@ func sources(inFloor bool, floor string, declared *bool, wide bool, name string)
 	}
 	switch {
 	case declared != nil && *declared == wide:
-		out = append(out, "configuration: effects."+name+": "+bstr(wide))
+		out = append(out, "the configuration (effects."+name+": "+bstr(wide)+")")
 	case declared == nil && !wide:
-		out = append(out, "configuration: effects does not declare "+name+": true")
+		out = append(out, "the configuration (effects does not declare "+name+": true)")
 	}
 	return out
 }

@@ -285,7 +285,7 @@ func TestEffectsSayWhereEachFieldCameFrom(t *testing.T) {
 			}
 		}
 	}
-	const floor = "driver floor: board says so"
+	const floor = "the driver's floor (board)"
 	want := map[string][]EffectField{
 		"tank-1.level": {{"reads", "tank-1", []string{fromSensorKind}}, {"writes", "nothing", nil},
 			{"reaches", "false", nil}, {"reversible", "true", nil}, {"contained", "true", nil}, {"costs", "false", nil}},
@@ -295,12 +295,12 @@ func TestEffectsSayWhereEachFieldCameFrom(t *testing.T) {
 			{"reaches", "true", []string{floor}}, {"reversible", "true", nil}, {"contained", "true", nil}, {"costs", "false", nil}},
 		"doser-1.dose": {{"reads", "nothing", nil}, {"writes", "greenhouse/doser-1", []string{fromActuatorKind}},
 			{"reaches", "true", []string{floor}},
-			{"reversible", "false", []string{floor, "configuration: effects does not declare reversible: true"}},
+			{"reversible", "false", []string{floor, "the configuration (effects does not declare reversible: true)"}},
 			{"contained", "true", nil},
 			{"costs", "true", []string{floor}}},
 		"pump-1.on": {{"reads", "nothing", nil}, {"writes", "pump-1", []string{fromActuatorKind}},
 			{"reaches", "false", nil}, {"reversible", "true", nil}, {"contained", "true", nil},
-			{"costs", "true", []string{"driver floor: sim says so", "configuration: effects.costs: true"}}},
+			{"costs", "true", []string{"the driver's floor (sim)", "the configuration (effects.costs: true)"}}},
 		"heater-1.on": {{"reads", "**", []string{fromWorst}}, {"writes", "**", []string{fromWorst}},
 			{"reaches", "true", []string{fromWorst}}, {"reversible", "false", []string{fromWorst}},
 			{"contained", "false", []string{fromWorst}}, {"costs", "true", []string{fromWorst}}},
