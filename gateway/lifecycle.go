@@ -289,19 +289,22 @@ func (g *instance) serve(ctx context.Context, ready func()) error {
 	var mu sync.Mutex // guards surfErr
 	var surfErr error
 	stopped := make(chan struct{}, 2) // the broker or the console stopped early
+	// run runs a surface. When a fatal one ends, the gateway stops and
+	// returns its error (the caller logs it); another one's error is
+	// logged here.
 	run := func(name string, fatal bool, run func(context.Context) error) {
 		surfaces.Go(func() {
-			if err := run(surfCtx); err != nil {
-				log.Error("a surface stopped", "surface", name, "error", err)
-				if fatal {
-					mu.Lock()
-					surfErr = errors.Join(surfErr, err)
-					mu.Unlock()
+			err := run(surfCtx)
+			if !fatal {
+				if err != nil {
+					log.Error("a surface stopped; the gateway runs on without it", "surface", name, "error", err)
 				}
+				return
 			}
-			if fatal {
-				stopped <- struct{}{}
-			}
+			mu.Lock()
+			surfErr = errors.Join(surfErr, err)
+			mu.Unlock()
+			stopped <- struct{}{}
 		})
 	}
 	if g.broker != nil {
