@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -75,6 +77,10 @@ type Source interface {
 // where the broker and the uplink read event bodies, so that they publish
 // one and the same payload for the same event. It keeps the State of every
 // capability, starting from the engine's, and folds each event into it.
+// Two folds made from the same state give the same bytes for the same
+// events. Events older than that state (an uplink catching up on its
+// outbox) are folded over it: their payloads may carry a newer receipt's
+// confirmation, and the last payload of each capability is its state.
 // A Fold is not safe for concurrent use: each surface has its own, used by
 // the goroutine that follows the journal.
 type Fold struct {
@@ -108,14 +114,15 @@ func (f *Fold) state(device, capability string) *State {
 	return s
 }
 
-// Snapshot returns the retained messages of the state the fold started
-// from: the State of every capability, sorted, and every pending approval.
-// A surface publishes them before it follows the journal.
+// Snapshot returns the retained messages of the state the fold holds: the
+// State of every capability, sorted by device and capability, and every
+// pending approval. A surface publishes them before it follows the
+// journal.
 func (f *Fold) Snapshot() ([]Message, error) {
 	var out []Message
 	var errs []error
-	for _, st := range f.src.States() { // sorted by the engine
-		m, err := stateMessage(f.state(st.Device, st.Capability))
+	for _, k := range slices.Sorted(maps.Keys(f.states)) {
+		m, err := stateMessage(f.states[k])
 		if err != nil {
 			errs = append(errs, err)
 			continue
