@@ -23,7 +23,7 @@ func TestInternalHidesTheDetailAndLogsIt(t *testing.T) {
 	if l := logged.String(); !strings.Contains(l, pe.ID) || !strings.Contains(l, "input/output error") || !strings.Contains(l, "sg/cmd/x") {
 		t.Errorf("log %q lacks the id or the detail", l)
 	}
-	if NewErrorID() == NewErrorID() {
+	if a, b := NewErrorID(), NewErrorID(); a == b {
 		t.Error("two error ids are equal")
 	}
 }
