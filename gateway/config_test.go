@@ -174,6 +174,7 @@ func TestConfigReportsEveryError(t *testing.T) {
 func FuzzLoad(f *testing.F) {
 	f.Add(string(examples.Demo))
 	f.Add(minimal)
+	f.Add(boardConfig) // a driver of another type, with options of its own
 	for _, tc := range badConfigs {
 		f.Add(tc.yaml)
 	}
