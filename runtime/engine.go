@@ -80,6 +80,13 @@ var (
 	ErrNotPermitted = errors.New("not permitted")
 	// ErrRuleNotFound is returned for a rule id that does not exist.
 	ErrRuleNotFound = errors.New("rule not found")
+	// ErrNotWitnessed is returned when the journal could not record a
+	// decision or a step, so it did not take effect. It is the gateway's
+	// failure, not the caller's.
+	ErrNotWitnessed = errors.New("the journal could not record it")
+	// ErrModeChangePending is returned for a widening mode change while
+	// another one waits for an admin.
+	ErrModeChangePending = errors.New("a mode change is already pending")
 )
 
 // Engine runs governed steps. It is safe for concurrent use. It owns the
@@ -364,7 +371,7 @@ func (e *Engine) commit(ctx context.Context, d Durability, ev Event, body any, w
 				e.log.Debug("journal commit failed", "kind", ev.Kind, "error", err)
 			}
 		}
-		return Event{}, fmt.Errorf("journaling %s: %w", ev.Kind, err)
+		return Event{}, fmt.Errorf("journaling %s: %w: %w", ev.Kind, ErrNotWitnessed, err)
 	}
 	e.bus.publish(out.Seq)
 	return out, nil

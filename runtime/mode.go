@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -96,7 +95,7 @@ func (e *Engine) modeRequest(by, name, reason string) (Approval, bool, error) {
 	}
 	for _, p := range e.approvals {
 		if p.rec.Kind == "mode_change" && p.rec.Status == ApprovalPending {
-			return Approval{}, true, errors.New("a mode change to " + p.rec.Mode + " is already pending as " + p.rec.ID)
+			return Approval{}, true, fmt.Errorf("%w: to %s, as %s; answer it first", ErrModeChangePending, p.rec.Mode, p.rec.ID)
 		}
 	}
 	now := e.now()

@@ -539,15 +539,9 @@ func (s *Server) setMode(c echo.Context, mode, reason string) (runtime.ModeRecor
 	switch {
 	case errors.Is(err, runtime.ErrUnknownMode):
 		return rec, nil, problem(http.StatusBadRequest, `field "mode": `+clipIn(err.Error(), mode, reason))
+	case errors.Is(err, runtime.ErrModeChangePending):
+		return rec, nil, problem(http.StatusConflict, err.Error())
 	case err != nil:
-		// A widening while another one is pending is refused in words
-		// that no sentinel tells apart from a journal that failed; the
-		// pending approval does.
-		for _, p := range s.eng.Approvals() {
-			if p.Kind == "mode_change" {
-				return rec, nil, problem(http.StatusConflict, "a mode change to "+p.Mode+" is already pending as "+p.ID+": answer it first")
-			}
-		}
 		return rec, nil, s.engineError(c, err, "the mode could not be changed")
 	}
 	return rec, ap, nil
