@@ -25,6 +25,7 @@ import (
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -63,12 +64,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 	if o.prepare != nil {
 		o.prepare(j)
 	}
-	g, err := sim.New(sim.Options{Devices: []devices.Device{
-		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank",
-			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: value.TypeNumber}}},
-		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve",
-			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}},
-	}})
+	g, err := sim.New(sim.Options{Devices: runtimetest.Greenhouse("gh", "tank-1", "valve-1")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -180,8 +180,8 @@ func (s *Server) login(c echo.Context) error {
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: cookie, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: s.opts.TLS != nil, MaxAge: int(s.opts.SessionTTL.Seconds())})
-	_, _ = s.eng.Note(c.Request().Context(), runtime.KindLogin, "", map[string]any{
-		"surface": "console", "user": u.Name, "remote": ip, "action": "login"})
+	_, _ = s.eng.Note(c.Request().Context(), runtime.KindLogin, "", runtime.LoginBody{
+		Surface: "console", User: u.Name, Remote: ip, Action: "login"})
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
@@ -191,8 +191,8 @@ func (s *Server) logout(c echo.Context) error {
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	if id := userOf(c); id != nil {
-		_, _ = s.eng.Note(c.Request().Context(), runtime.KindLogin, "", map[string]any{
-			"surface": "console", "user": id.User, "remote": c.RealIP(), "action": "logout"})
+		_, _ = s.eng.Note(c.Request().Context(), runtime.KindLogin, "", runtime.LoginBody{
+			Surface: "console", User: id.User, Remote: c.RealIP(), Action: "logout"})
 	}
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
