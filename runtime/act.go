@@ -29,7 +29,7 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		return err
 	}
 	if err := step(AttemptStaged, Async, KindInvoked, nil); err != nil {
-		return e.failedQuiet(base, "not acting: "+err.Error())
+		return e.failedQuiet(base, "not acting: the journal could not record the attempt", err)
 	}
 	a.Authorization = authz
 	if w.resume != nil {
@@ -40,10 +40,10 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		rec := a
 		if _, err := e.commit(ctx, Async, Event{Kind: KindInvoked, Run: base.Run, Step: w.step, Device: w.device}, attemptBody(&a),
 			func(en *Entry) { en.Attempt = &rec; en.Approval = &used }); err != nil {
-			return e.failedQuiet(base, "not acting: "+err.Error())
+			return e.failedQuiet(base, "not acting: the journal could not record the attempt", err)
 		}
 	} else if err := step(AttemptAuthorized, Async, KindInvoked, nil); err != nil {
-		return e.failedQuiet(base, "not acting: "+err.Error())
+		return e.failedQuiet(base, "not acting: the journal could not record the attempt", err)
 	}
 	// The executing record also brings the run's record up to this step,
 	// so a start after a crash knows where the run was.
@@ -51,7 +51,7 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	executing, rr := a, w.run.snapshot()
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindInvoked, Run: base.Run, Step: w.step, Device: w.device}, attemptBody(&a),
 		func(en *Entry) { en.Attempt = &executing; en.Run = rr }); err != nil {
-		return e.failedQuiet(base, "not acting: the intent could not be journaled: "+err.Error())
+		return e.failedQuiet(base, "not acting: the intent could not be journaled", err)
 	}
 	w.run.charge(true)
 	dctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
@@ -90,8 +90,8 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		en.Attempt = &final
 		en.State = st
 	}); err != nil {
-		base.Kind, base.Why, base.Receipt = Failed, "acted, but the receipt could not be journaled: "+err.Error(), rc
-		return base
+		base.Receipt = rc
+		return e.failedQuiet(base, "acted, but the receipt could not be journaled", err)
 	}
 	e.setReceipt(target, *rc)
 	if rc.Confirmation == Contradicted {
@@ -195,9 +195,11 @@ func attemptBody(a *Attempt) AttemptBody {
 }
 
 // failedQuiet is a failure that cannot be journaled (the journal is what failed).
-func (e *Engine) failedQuiet(base Observation, why string) Observation {
-	base.Kind, base.Why = Failed, why
-	e.log.Error("actuation not carried out", "device_id", base.Device, "capability", base.Capability, "why", why)
+// Why says what happened in public words; the log has the detail under the
+// observation's error id.
+func (e *Engine) failedQuiet(base Observation, why string, err error) Observation {
+	base.Kind, base.Why, base.ErrorID = Failed, why, newID("err")
+	e.log.Error(why, "error_id", base.ErrorID, "device_id", base.Device, "capability", base.Capability, "error", err)
 	return base
 }
 

@@ -1,9 +1,12 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -180,4 +184,58 @@ func TestRefusalIsJournaledWithItsCode(t *testing.T) {
 			t.Fatalf("the refused write reached the valve %d times", n)
 		}
 	})
+}
+
+// failingJournal is an in-memory journal that says it cannot witness.
+type failingJournal struct {
+	*runtimetest.MemJournal
+	err error
+}
+
+func (j *failingJournal) Err() error { return j.err }
+
+// lockedBuffer is a log sink safe for the engine's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// When the gateway itself cannot witness, the refusal says so in public
+// words with an error id; the detail (a path, an I/O error) is only in the
+// log, under that id.
+func TestInternalFailureIsPublicWithAnID(t *testing.T) {
+	var logs lockedBuffer
+	w := newWorld(t, func(s *setup) {
+		s.opts.Mode = governance.ModeInterlocked
+		s.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		s.journal = func(m *runtimetest.MemJournal) runtime.Journal {
+			return &failingJournal{MemJournal: m, err: errors.New("write /var/lib/shadowgate/journal.db: input/output error")}
+		}
+	})
+	obs := w.do("mqtt:alice", "c1", "valve-1", "open", on)
+	want(t, obs, runtime.Refused, "not acting: the journal cannot witness")
+	if !regexp.MustCompile(`^err-[0-9a-f]+$`).MatchString(obs.ErrorID) {
+		t.Fatalf("error id %q", obs.ErrorID)
+	}
+	if strings.Contains(obs.Why, "/var/lib") || strings.Contains(obs.Why, "input/output") {
+		t.Fatalf("the refusal gives the detail away: %q", obs.Why)
+	}
+	if l := logs.String(); !strings.Contains(l, obs.ErrorID) || !strings.Contains(l, "input/output error") {
+		t.Fatalf("the log lacks the id or the detail:\n%s", l)
+	}
+	if n := w.g.Count("write", "valve-1", "open"); n != 0 {
+		t.Fatalf("the valve was written %d times while the journal could not witness", n)
+	}
 }

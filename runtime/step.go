@@ -43,6 +43,10 @@ type Observation struct {
 	Receipt  *Receipt  `json:"receipt,omitempty"`
 	// Replayed is true when a repeated request got its first outcome back.
 	Replayed bool `json:"replayed,omitempty"`
+	// ErrorID is set when Why tells of a failure of the gateway itself (its
+	// journal could not be read or written) in public words: the log line
+	// with the detail carries the same id.
+	ErrorID string `json:"error_id,omitempty"`
 }
 
 // Outcome names what came of the step in the words every surface replies

@@ -51,13 +51,11 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 
 	// Fail closed: what cannot be witnessed is not done.
 	if err := e.Healthy(); err != nil {
-		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
-			Why: "not acting: " + err.Error()}, w.value)
+		return e.refusedInternal(ctx, base, "not acting: the journal cannot witness", err, w.value)
 	}
 	dg := digest(w.device, w.capability, w.value, w.principal, w.key)
 	if prev, found, err := e.j.Attempt(ctx, w.key); err != nil {
-		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
-			Why: "not acting: the journal cannot be read: " + err.Error()}, w.value)
+		return e.refusedInternal(ctx, base, "not acting: the journal cannot be read", err, w.value)
 	} else if found {
 		return e.replay(ctx, base, prev, dg)
 	}
@@ -148,6 +146,18 @@ func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governanc
 	return base
 }
 
+// refusedInternal refuses a write because the gateway itself cannot
+// witness it. Why says so in public words; the log has the detail under
+// the observation's error id.
+func (e *Engine) refusedInternal(ctx context.Context, base Observation, why string, err error, v value.Value) Observation {
+	id := newID("err")
+	e.log.Warn(why, "error_id", id, "device_id", base.Device, "capability", base.Capability, "error", err)
+	obs := e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+		Why: why + " (error id " + id + ")"}, v)
+	obs.ErrorID = id
+	return obs
+}
+
 // replay answers a repeated request with its first outcome, acting nothing.
 func (e *Engine) replay(ctx context.Context, base Observation, prev Attempt, dg string) Observation {
 	if prev.Digest != dg {
@@ -235,7 +245,7 @@ func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v gove
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested, Run: base.Run, Step: w.step, Device: w.device}, &rec,
 		func(en *Entry) { en.Approval = &rec; en.Run = rr }); err != nil {
 		e.dropPending(target, ap.ID)
-		return e.failedQuiet(base, "not asking: the request could not be journaled: "+err.Error())
+		return e.failedQuiet(base, "not asking: the request could not be journaled", err)
 	}
 	base.Kind, base.Why, base.Stage, base.Mode = ApprovalRequest, v.Why, v.Stage.String(), v.Mode
 	base.Approval = &rec

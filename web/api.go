@@ -192,6 +192,9 @@ type result struct {
 	Receipt   *runtime.Receipt  `json:"receipt,omitempty"`
 	Reading   *devices.Reading  `json:"reading,omitempty"`
 	Replayed  bool              `json:"replayed,omitempty"`
+	// ErrorID names the log line with the detail of a failure of the
+	// gateway itself, which Why tells in public words.
+	ErrorID string `json:"error_id,omitempty"`
 }
 
 // outcomeOf names an observation's outcome as MQTT replies do. An act the
@@ -240,7 +243,7 @@ func (s *Server) command(c echo.Context, b commandBody, origin string) (result, 
 		return result{}, 0, s.engineError(c, err, "the command could not be run")
 	}
 	r := result{Outcome: outcomeOf(obs.Kind, obs.Receipt), Why: obs.Why, RequestID: obs.RequestID, Run: obs.Run, Approval: obs.Approval,
-		Receipt: obs.Receipt, Reading: obs.Reading, Replayed: obs.Replayed}
+		Receipt: obs.Receipt, Reading: obs.Reading, Replayed: obs.Replayed, ErrorID: obs.ErrorID}
 	status := http.StatusOK
 	if obs.Kind == runtime.ApprovalRequest {
 		status = http.StatusAccepted

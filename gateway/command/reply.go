@@ -58,7 +58,7 @@ type ApprovalRef struct {
 // replyFor turns an observation into a reply.
 func replyFor(obs runtime.Observation) Reply {
 	r := Reply{Device: obs.Device, Capability: obs.Capability, Run: obs.Run, Why: obs.Why, Receipt: obs.Receipt,
-		Reading: obs.Reading, Replayed: obs.Replayed}
+		Reading: obs.Reading, Replayed: obs.Replayed, ErrorID: obs.ErrorID}
 	switch obs.Kind {
 	case runtime.Acted:
 		r.Outcome = OutcomeActed
