@@ -97,23 +97,6 @@ type Summary struct {
 	LockedOut bool
 }
 
-// Record returns the summary as the body of a journal event: the same
-// fields on every surface, with "action": "login_failed". It holds no
-// password and no token.
-func (s Summary) Record() map[string]any {
-	users := s.Users
-	if users == nil {
-		users = []string{}
-	}
-	m := map[string]any{"action": "login_failed", "surface": strings.Join(s.Surfaces, ","), "remote": s.Remote,
-		"failures": s.Failures, "refused": s.Refused, "users": users, "other_users": s.OtherUsers, "why": s.Why,
-		"first": s.First, "last": s.Last, "locked_out": s.LockedOut}
-	if s.Addresses > 1 {
-		m["addresses"] = s.Addresses
-	}
-	return m
-}
-
 // maxUsers bounds the names a summary keeps.
 const maxUsers = 5
 

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/store"
 )
@@ -203,7 +204,7 @@ func (s *Server) noteFailures(sum access.Summary) {
 	// Its own context: the request that closed the window may be gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := s.eng.Note(ctx, runtime.KindLogin, "", sum.Record()); err != nil {
+	if _, err := s.eng.Note(ctx, runtime.KindLogin, "", command.LoginFailures(sum)); err != nil {
 		s.log.Warn("failed logins not journaled", "remote", sum.Remote, "failures", sum.Failures, "error", err)
 	}
 }

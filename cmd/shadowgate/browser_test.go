@@ -16,7 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/shadowgate/shadowgate/gateway"
-	"github.com/shadowgate/shadowgate/gateway/mqtt"
+	"github.com/shadowgate/shadowgate/gateway/command"
 )
 
 // TestConsoleApprovalInABrowser drives the console in Debian's Chromium:
@@ -29,7 +29,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 	var err error
 	parts, base := startDemo(t)
 	// An MQTT client that sends the commands and collects the replies.
-	replies := make(chan mqtt.Reply, 8)
+	replies := make(chan command.Reply, 8)
 	o := paho.NewClientOptions().AddBroker("tcp://" + parts.MQTT.Addr("tcp")).SetClientID("browser-test").
 		SetUsername(demoUser).SetPassword(demoPassword).SetProtocolVersion(4)
 	mc := paho.NewClient(o)
@@ -39,12 +39,12 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 	defer mc.Disconnect(50)
 	const p = "shadowgate/demo/"
 	mc.Subscribe(p+"reply/valve-1/open", 1, func(_ paho.Client, m paho.Message) {
-		var r mqtt.Reply
+		var r command.Reply
 		if json.Unmarshal(m.Payload(), &r) == nil {
 			replies <- r
 		}
 	}).Wait()
-	reply := func(what string) mqtt.Reply {
+	reply := func(what string) command.Reply {
 		t.Helper()
 		select {
 		case r := <-replies:
@@ -52,7 +52,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatalf("no MQTT reply: %s", what)
 		}
-		return mqtt.Reply{}
+		return command.Reply{}
 	}
 
 	shots, err := os.MkdirTemp("", "shadowgate-console-")
@@ -113,7 +113,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 		value := round == 0
 		id := "browser-" + name
 		mc.Publish(p+"cmd/valve-1/open", 1, false, fmt.Sprintf(`{"value": %v, "id": %q, "reason": "browser test"}`, value, id)).Wait()
-		if r := reply("the first reply"); r.Outcome != mqtt.OutcomePendingApproval || r.Approval == nil {
+		if r := reply("the first reply"); r.Outcome != command.OutcomePendingApproval || r.Approval == nil {
 			t.Fatalf("first reply = %+v", r)
 		}
 		// The request appears without a reload.
@@ -141,7 +141,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 		if after := location(); after != before {
 			t.Fatalf("approving left the page: %s, then %s", before, after)
 		}
-		if r := reply("the second reply"); r.ID != id || r.Outcome != mqtt.OutcomeActed || r.Receipt == nil || r.Receipt.Confirmation != "confirmed" {
+		if r := reply("the second reply"); r.ID != id || r.Outcome != command.OutcomeActed || r.Receipt == nil || r.Receipt.Confirmation != "confirmed" {
 			t.Fatalf("second MQTT reply = %+v", r)
 		}
 		if got := parts.Engine.Approvals(); len(got) != 0 {

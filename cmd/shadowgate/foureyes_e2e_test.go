@@ -27,7 +27,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/gateway"
-	"github.com/shadowgate/shadowgate/gateway/mqtt"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
@@ -75,7 +75,7 @@ type feCast struct {
 // requesterCannotApprove: appr asks over MQTT and approves his own request
 // as himself on every other surface; each is refused, nothing is answered,
 // nothing acts. It returns the request, still pending.
-func (c *feCast) requesterCannotApprove(ctx context.Context) mqtt.Reply {
+func (c *feCast) requesterCannotApprove(ctx context.Context) command.Reply {
 	t, gw := c.t, c.gw
 	t.Helper()
 	ask := c.appr.command(ctx, "valve-1", "open", "true", "fe-valve-open")
@@ -103,7 +103,7 @@ func (c *feCast) requesterCannotApprove(ctx context.Context) mqtt.Reply {
 // onePersonIsOneApproval: carol approves with her token and tries again
 // in the console; nothing acts until a second person approves, then the
 // act happens once and the requester gets its receipt.
-func (c *feCast) onePersonIsOneApproval(ctx context.Context, ask mqtt.Reply) {
+func (c *feCast) onePersonIsOneApproval(ctx context.Context, ask command.Reply) {
 	t, gw := c.t, c.gw
 	t.Helper()
 	if status, body := c.carolToken.answer(ctx, ask.Approval.ID, "approve", "valve-1", "open", "true"); status != http.StatusOK ||
@@ -495,7 +495,7 @@ type feMQTT struct {
 
 	// mu guards replies; arrived is signalled (without blocking) after each.
 	mu      sync.Mutex
-	replies []mqtt.Reply
+	replies []command.Reply
 	arrived chan struct{}
 }
 
@@ -536,7 +536,7 @@ func dialMQTT(ctx context.Context, t *testing.T, addr, clientID, user, password,
 	}
 	t.Cleanup(func() { m.c.Disconnect(100) })
 	err := waitToken(ctx, m.c.Subscribe(m.prefix+"reply/#", 1, func(_ paho.Client, msg paho.Message) {
-		var r mqtt.Reply
+		var r command.Reply
 		if json.Unmarshal(msg.Payload(), &r) != nil {
 			return
 		}
@@ -566,7 +566,7 @@ func waitToken(ctx context.Context, tok paho.Token) error {
 
 // command publishes a command and returns its first reply, which must ask
 // for approval.
-func (m *feMQTT) command(ctx context.Context, device, capability, value, id string) mqtt.Reply {
+func (m *feMQTT) command(ctx context.Context, device, capability, value, id string) command.Reply {
 	m.t.Helper()
 	payload := fmt.Sprintf(`{"value":%s,"id":%q,"reason":"four-eyes test"}`, value, id)
 	if m.expiresIn > 0 {
@@ -577,7 +577,7 @@ func (m *feMQTT) command(ctx context.Context, device, capability, value, id stri
 		m.t.Fatalf("publishing %s: %v", id, err)
 	}
 	r := m.reply(ctx, id, 1)
-	if r.Outcome != mqtt.OutcomePendingApproval || r.Approval == nil || r.Approval.ID == "" {
+	if r.Outcome != command.OutcomePendingApproval || r.Approval == nil || r.Approval.ID == "" {
 		m.t.Fatalf("the first reply to %s = %+v, want pending_approval with an approval", id, r)
 	}
 	return r
@@ -595,13 +595,13 @@ func (m *feMQTT) wantActed(ctx context.Context, id, device, capability string) {
 
 // reply returns the nth reply (from 1) with this id, waiting for it at
 // most 20s.
-func (m *feMQTT) reply(ctx context.Context, id string, nth int) mqtt.Reply {
+func (m *feMQTT) reply(ctx context.Context, id string, nth int) command.Reply {
 	m.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
 		m.mu.Lock()
-		var got []mqtt.Reply
+		var got []command.Reply
 		for _, r := range m.replies {
 			if r.ID == id {
 				got = append(got, r)

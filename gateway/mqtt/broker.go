@@ -246,7 +246,7 @@ func (b *Broker) noteFailures(sum access.Summary) {
 	// Its own context: the connection that closed the window may be gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := b.eng.Note(ctx, runtime.KindLogin, "", sum.Record()); err != nil {
+	if _, err := b.eng.Note(ctx, runtime.KindLogin, "", command.LoginFailures(sum)); err != nil {
 		b.log.Warn("failed logins not journaled", "remote", sum.Remote, "failures", sum.Failures, "error", err)
 	}
 }
