@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -147,9 +148,14 @@ func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governanc
 }
 
 // refusedInternal refuses a write because the gateway itself cannot
-// witness it. Why says so in public words; the log has the detail under
-// the observation's error id.
+// witness it. Why says so in public words, with the error's public reason
+// if it has one (a journal's integrity report: which record or event is
+// wrong); the log has the detail under the observation's error id.
 func (e *Engine) refusedInternal(ctx context.Context, base Observation, why string, err error, v value.Value) Observation {
+	var pr interface{ PublicReason() string }
+	if errors.As(err, &pr) {
+		why += ": " + pr.PublicReason()
+	}
 	id := newID("err")
 	e.log.Warn(why, "error_id", id, "device_id", base.Device, "capability", base.Capability, "error", err)
 	obs := e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,

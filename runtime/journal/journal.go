@@ -155,6 +155,41 @@ func (e *CorruptError) Error() string { return "journal " + e.Path + " is corrup
 
 func (e *CorruptError) Unwrap() error { return e.Err }
 
+// WriteError is the first write the journal could not make. It matches
+// ErrFailed with errors.Is: from then on every commit fails.
+type WriteError struct {
+	First, Last uint64 // the events that were not written
+	Path        string
+	Err         error
+}
+
+func (e *WriteError) Error() string {
+	return fmt.Sprintf("%v: writing events %d to %d to %s: %v", ErrFailed, e.First, e.Last, e.Path, e.Err)
+}
+
+// Unwrap gives ErrFailed and the cause.
+func (e *WriteError) Unwrap() []error { return []error{ErrFailed, e.Err} }
+
+// PublicReason says what failed in words a client may be shown, with the
+// file's path left out.
+func (e *WriteError) PublicReason() string {
+	return fmt.Sprintf("the journal could not write events %d to %d: %s", e.First, e.Last, redact(e.Err.Error(), e.Path))
+}
+
+// redact leaves path out of msg.
+func redact(msg, path string) string {
+	if path == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, path, "the journal's file")
+}
+
+// PublicReason says what is wrong in words a client may be shown: the
+// integrity report, with the file's path left out.
+func (e *CorruptError) PublicReason() string {
+	return "the journal is corrupt: " + redact(e.Err.Error(), e.Path)
+}
+
 // DB is a journal in a bbolt file. It implements runtime.Journal and is
 // safe for concurrent use.
 type DB struct {

@@ -554,3 +554,22 @@ func TestDamagedPagesNeverPanic(t *testing.T) {
 		}()
 	}
 }
+
+// A journal's failure reaches clients by its public reason, which names
+// what is wrong but not where the file lives.
+func TestPublicReasonsLeaveThePathOut(t *testing.T) {
+	const path = "/var/lib/shadowgate/journal.db"
+	for _, err := range []interface{ PublicReason() string }{
+		&CorruptError{Path: path, Err: fmt.Errorf("verifying journal %s: record rules/rule-x disagrees", path)},
+		&WriteError{First: 5, Last: 9, Path: path, Err: fmt.Errorf("write %s: no space left on device", path)},
+	} {
+		got := err.PublicReason()
+		if strings.Contains(got, path) || !strings.Contains(got, "the journal's file") {
+			t.Errorf("PublicReason() = %q, want the path left out", got)
+		}
+	}
+	we := &WriteError{First: 5, Last: 9, Path: path, Err: errors.New("boom")}
+	if !errors.Is(we, ErrFailed) || !strings.Contains(we.Error(), path) {
+		t.Errorf("WriteError %q: want ErrFailed and the path for the log", we)
+	}
+}

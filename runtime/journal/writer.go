@@ -126,7 +126,7 @@ func (j *DB) flushOnce() {
 	j.expect, j.flushedAt = released+j.syncs, time.Now()
 	if err != nil {
 		if j.failed == nil {
-			j.failed = fmt.Errorf("%w: writing events %d to %d to %s: %w", ErrFailed, first, last, j.path, err)
+			j.failed = &WriteError{First: first, Last: last, Path: j.path, Err: err}
 			j.log.Error("journal write failed; actuations are refused until a restart", "path", j.path, "error", err)
 		}
 		f.err = j.failed
