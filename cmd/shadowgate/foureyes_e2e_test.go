@@ -25,7 +25,6 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 
-	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/gateway"
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -297,7 +296,7 @@ func startFourEyes(ctx context.Context, t *testing.T) *feGateway {
 // hardware, from its state file, which it rewrites on every write.
 func (g *feGateway) writes(device, capability string) int {
 	g.t.Helper()
-	w, err := sim.LoadWorld(filepath.Join(g.stateDir, "world.json"))
+	w, err := loadWorld(filepath.Join(g.stateDir, "world.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0 // nothing was ever written
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 )
 
 // needTool returns the path of a program the test needs, skipping without
@@ -158,17 +159,6 @@ func watchBroker(t *testing.T, addr, id, user, password string, persistent bool,
 	return w
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // settle lets acknowledgements on loopback land before a broker is stopped.
 func settle() { time.Sleep(300 * time.Millisecond) }
 
@@ -246,7 +236,7 @@ devices:
 	if reply := command("pub-1", false); !strings.Contains(reply, `"outcome":"acted"`) {
 		t.Fatalf("reply to mosquitto_pub = %s", reply)
 	}
-	waitUntil(t, "the events upstream", func() bool { return upstream.max() >= localEvents.max() && localEvents.max() > 0 })
+	runtimetest.WaitFor(t, "the events upstream", func() bool { return upstream.max() >= localEvents.max() && localEvents.max() > 0 })
 
 	// The upstream broker is stopped; the gateway goes on producing events.
 	// It is stopped while the link is idle: a QoS 1 message whose PUBACK is
@@ -259,7 +249,7 @@ devices:
 		command(fmt.Sprintf("down-%d", i), i%2 == 0)
 	}
 	up.start()
-	waitUntil(t, "the backlog upstream", func() bool { return upstream.max() >= localEvents.max() })
+	runtimetest.WaitFor(t, "the backlog upstream", func() bool { return upstream.max() >= localEvents.max() })
 
 	// Stopped again, with a backlog, and the gateway is killed.
 	settle()
@@ -277,7 +267,7 @@ devices:
 	g.await(t, "the gateway to serve again", has(`msg="mqtt broker serving"`))
 	up.start()
 	g.await(t, "the uplink to connect", has(`msg="uplink connected"`))
-	waitUntil(t, "the backlog from before the kill", func() bool { return upstream.max() >= before && upstream.max() >= localEvents.max() })
+	runtimetest.WaitFor(t, "the backlog from before the kill", func() bool { return upstream.max() >= before && upstream.max() >= localEvents.max() })
 
 	// A stale command from upstream is refused, never carried out.
 	old := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
@@ -285,13 +275,13 @@ devices:
 		"-m", `{"value": true, "id": "old-1", "at": "`+old+`"}`).CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_pub upstream: %v\n%s", err, out)
 	}
-	waitUntil(t, "the reply upstream", func() bool { return len(upstream.topic(p+"reply/valve-1/open")) > 0 })
+	runtimetest.WaitFor(t, "the reply upstream", func() bool { return len(upstream.topic(p+"reply/valve-1/open")) > 0 })
 	if r := upstream.topic(p + "reply/valve-1/open")[0]; !strings.Contains(r, `"outcome":"refused"`) || !strings.Contains(r, "stale") {
 		t.Fatalf("reply to a stale upstream command = %s", r)
 	}
 
 	last := localEvents.max()
-	waitUntil(t, "every event upstream", func() bool { return upstream.max() >= last })
+	runtimetest.WaitFor(t, "every event upstream", func() bool { return upstream.max() >= last })
 	got := upstream.snapshot()
 	if len(got) == 0 {
 		t.Fatal("no events upstream")

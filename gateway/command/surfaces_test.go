@@ -26,7 +26,6 @@ import (
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
@@ -111,10 +110,7 @@ func TestBrokerAndUplinkPublishTheSameBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := sim.New(sim.Options{Devices: runtimetest.Greenhouse("gh", "tank-1", "valve-1", "heater-1")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := runtimetest.Driver(t, runtimetest.Greenhouse("gh", "tank-1", "valve-1", "heater-1"))
 	reg := devices.NewRegistry()
 	if err := reg.Add("sim", g); err != nil {
 		t.Fatal(err)

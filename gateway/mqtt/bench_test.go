@@ -21,7 +21,6 @@ import (
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
@@ -121,7 +120,7 @@ func BenchmarkFanIn(b *testing.B) {
 			h, _ := bcrypt.GenerateFromPassword([]byte("bench-password"), bcrypt.MinCost)
 			users, _ := access.NewUsers([]access.User{{Name: "bench", Role: access.Operator, Hash: h,
 				Publish: []string{"bench/#"}, Subscribe: []string{"bench/#"}}})
-			g, _ := sim.New(sim.Options{})
+			g := runtimetest.Driver(b, nil)
 			reg := devices.NewRegistry()
 			_ = reg.Add("sim", g)
 			eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: runtimetest.NewMemJournal()})
@@ -153,7 +152,7 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer j.Close()
-	g, _ := sim.New(sim.Options{Devices: greenhouse()})
+	g := runtimetest.Driver(b, greenhouse())
 	reg := devices.NewRegistry()
 	_ = reg.Add("sim", g)
 	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: j,

@@ -29,11 +29,12 @@ import (
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/devices/devicetest"
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -42,7 +43,7 @@ const prefix = "shadowgate/test/"
 type testGW struct {
 	t    testing.TB
 	eng  *runtime.Engine
-	g    *sim.Greenhouse
+	g    *devicetest.Driver
 	b    *Broker
 	addr string
 	stop func()
@@ -70,21 +71,13 @@ func hash(t testing.TB, pw string) []byte {
 }
 
 func greenhouse() []devices.Device {
-	act := func(name string) []devices.Capability {
-		return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}
-	}
-	return []devices.Device{
-		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank",
-			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: value.TypeNumber}}},
-		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve", Capabilities: act("open")},
-		{ID: "heater-1", Area: "gh", Driver: "sim", Address: "heater", Capabilities: act("on")},
-	}
+	return runtimetest.Greenhouse("gh", "tank-1", "valve-1", "heater-1")
 }
 
 // testEngine builds an engine on a journal in dir (a new one if empty)
 // and the simulated greenhouse, and the users of the tests. Its caller
 // runs the engine and closes the journal.
-func testEngine(t testing.TB, dir string) (*runtime.Engine, *sim.Greenhouse, *journal.DB, *access.Users) {
+func testEngine(t testing.TB, dir string) (*runtime.Engine, *devicetest.Driver, *journal.DB, *access.Users) {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -93,10 +86,7 @@ func testEngine(t testing.TB, dir string) (*runtime.Engine, *sim.Greenhouse, *jo
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := sim.New(sim.Options{Devices: greenhouse()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := runtimetest.Driver(t, greenhouse())
 	reg := devices.NewRegistry()
 	if err := reg.Add("sim", g); err != nil {
 		t.Fatal(err)
@@ -413,7 +403,7 @@ func TestBadInputGetsARepliesNamingTheProblem(t *testing.T) {
 			t.Errorf("%s %.40s: reply %+v; want %s naming %q", tc.topic, tc.payload, r, tc.outcome, tc.want)
 		}
 	}
-	if n := gw.g.Received("valve-1", "open"); n != 0 {
+	if n := gw.g.Count("write", "valve-1", "open"); n != 0 {
 		t.Fatalf("bad input reached the valve %d times", n)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	paho5 "github.com/eclipse/paho.golang/paho"
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/devices/devicetest"
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 )
@@ -342,7 +342,7 @@ func TestResponseTopicMayNotPointAtGatewayOrCommandTopics(t *testing.T) {
 
 func TestContradictedActIsNotReportedAsActed(t *testing.T) {
 	gw := startGW(t, gwOptions{})
-	gw.g.SetFault("valve-1", sim.Fault{Stuck: true}) // takes the write, never moves
+	gw.g.SetFault("valve-1", devicetest.Fault{Stuck: true}) // takes the write, never moves
 	alice := gw.mustClient("alice", "alice-password")
 	replies := subscribe(t, alice, prefix+"reply/valve-1/open")
 	publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": true, "id": "stuck-1"}`)

@@ -22,10 +22,11 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/devices"
-	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/devices/devicetest"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -46,7 +47,7 @@ type upstream struct {
 // acknowledged and deleted. Then none is in flight when a broker stops.
 func drained(t *testing.T, r *rig) {
 	t.Helper()
-	eventually(t, "an idle link", func() bool {
+	runtimetest.WaitFor(t, "an idle link", func() bool {
 		evs, err := r.eng.Events(context.Background(), 0, 100_000)
 		if err != nil || !r.u.Stats().Connected {
 			return false
@@ -112,7 +113,7 @@ func (u *upstream) stop() {
 // upstream.
 func (u *upstream) subscribed() {
 	u.t.Helper()
-	eventually(u.t, "the uplink's subscriptions upstream", func() bool {
+	runtimetest.WaitFor(u.t, "the uplink's subscriptions upstream", func() bool {
 		for _, topic := range []string{prefix + "cmd/d/c", prefix + "run/p"} {
 			if len(u.srv.Topics.Subscribers(topic).Subscriptions) == 0 {
 				return false
@@ -138,22 +139,11 @@ func (w *watcher) get(topic string) [][]byte {
 	return append([][]byte(nil), w.msgs[topic]...)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type rig struct {
 	eng *runtime.Engine
 	j   *journal.DB
 	u   *Uplink
-	g   *sim.Greenhouse
+	g   *devicetest.Driver
 }
 
 func startRig(t *testing.T, dir, addr string, maxBacklog int64) (*rig, func()) {
@@ -162,15 +152,7 @@ func startRig(t *testing.T, dir, addr string, maxBacklog int64) (*rig, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := sim.New(sim.Options{Devices: []devices.Device{
-		{ID: "tank-1", Area: "gh", Driver: "sim", Address: "tank",
-			Capabilities: []devices.Capability{{Name: "level", Kind: devices.KindSensor, Type: value.TypeNumber}}},
-		{ID: "valve-1", Area: "gh", Driver: "sim", Address: "valve",
-			Capabilities: []devices.Capability{{Name: "open", Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := runtimetest.Driver(t, runtimetest.Greenhouse("gh", "tank-1", "valve-1"))
 	reg := devices.NewRegistry()
 	_ = reg.Add("sim", g)
 	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: j,
@@ -259,10 +241,10 @@ func TestForwardsInOrderThroughOutagesAndRestarts(t *testing.T) {
 	w := up.w
 	dir := t.TempDir()
 	r, stop := startRig(t, dir, up.addr, 0)
-	eventually(t, "the link", func() bool { return r.u.Stats().Connected })
+	runtimetest.WaitFor(t, "the link", func() bool { return r.u.Stats().Connected })
 	r.read(t, 20)
 	lastSeq := func() uint64 { return r.eng.LastSeq() }
-	eventually(t, "the first events upstream", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= lastSeq() })
+	runtimetest.WaitFor(t, "the first events upstream", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= lastSeq() })
 	firstSeq := seqs(w)[0]
 
 	// The upstream broker goes away; the gateway keeps working. It goes
@@ -270,25 +252,25 @@ func TestForwardsInOrderThroughOutagesAndRestarts(t *testing.T) {
 	// off is sent again, as MQTT allows, and that is not what this tests.
 	drained(t, r)
 	up.stop()
-	eventually(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
+	runtimetest.WaitFor(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
 	r.read(t, 30)
-	eventually(t, "a backlog", func() bool { return r.u.Stats().Backlog > 0 })
+	runtimetest.WaitFor(t, "a backlog", func() bool { return r.u.Stats().Backlog > 0 })
 	up.start()
-	eventually(t, "the backlog upstream", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= lastSeq() })
+	runtimetest.WaitFor(t, "the backlog upstream", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= lastSeq() })
 
 	// Down again, with a backlog, and the gateway restarts meanwhile.
 	drained(t, r)
 	up.stop()
-	eventually(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
+	runtimetest.WaitFor(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
 	r.read(t, 25)
-	eventually(t, "a backlog", func() bool { return r.u.Stats().Backlog > 0 })
+	runtimetest.WaitFor(t, "a backlog", func() bool { return r.u.Stats().Backlog > 0 })
 	want := lastSeq()
 	stop()
 	up.start()
 	r, _ = startRig(t, dir, up.addr, 0)
-	eventually(t, "the backlog after the restart", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= want })
+	runtimetest.WaitFor(t, "the backlog after the restart", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= want })
 	r.read(t, 5)
-	eventually(t, "the newest events", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= r.eng.LastSeq() })
+	runtimetest.WaitFor(t, "the newest events", func() bool { s := seqs(w); return len(s) > 0 && s[len(s)-1] >= r.eng.LastSeq() })
 	contiguous(t, seqs(w), firstSeq, r.eng.LastSeq())
 	if n := len(w.get(prefix + "state/tank-1/level")); n < 80 {
 		t.Fatalf("%d state messages upstream, want one per reading", n)
@@ -309,7 +291,7 @@ func TestFullOutboxDropsTelemetryNotReceipts(t *testing.T) {
 	r.read(t, 60)
 	last := r.eng.LastSeq()
 	// Each append to the outbox is followed by a trim to the bound.
-	eventually(t, "every event queued, drops, and the outbox within its bound of 8 KiB", func() bool {
+	runtimetest.WaitFor(t, "every event queued, drops, and the outbox within its bound of 8 KiB", func() bool {
 		cursor, _, err := r.j.Outbox().Cursor()
 		st := r.u.Stats()
 		return err == nil && cursor >= last && st.Dropped > 0 && st.BacklogBytes <= 8<<10+4096
@@ -325,7 +307,7 @@ func TestFullOutboxDropsTelemetryNotReceipts(t *testing.T) {
 		t.Fatalf("receipts in the outbox = %d, want the one kept", receipts)
 	}
 	// The drops are a link event too, once it is written.
-	eventually(t, "a link event reporting the drops", func() bool {
+	runtimetest.WaitFor(t, "a link event reporting the drops", func() bool {
 		evs, _ := r.eng.Events(context.Background(), 0, 10000)
 		for _, ev := range evs {
 			if ev.Kind == runtime.KindLink && strings.Contains(string(ev.Body), `"state":"dropping"`) {
@@ -342,7 +324,7 @@ func TestUpstreamCommands(t *testing.T) {
 	defer up.stop()
 	w := up.w
 	r, _ := startRig(t, t.TempDir(), up.addr, 0)
-	eventually(t, "the link", func() bool { return r.u.Stats().Connected })
+	runtimetest.WaitFor(t, "the link", func() bool { return r.u.Stats().Connected })
 	up.subscribed()
 	pub := func(topic, payload string, retain bool) {
 		if err := up.srv.Publish(prefix+topic, []byte(payload), retain, 1); err != nil {
@@ -362,7 +344,7 @@ func TestUpstreamCommands(t *testing.T) {
 	pub("cmd/valve-1/open", `{"value": true, "id": "u-1", "at": "`+old+`"}`, false)
 	pub("cmd/valve-1/open", `{"value": true, "id": "u-2"}`, false)
 	pub("cmd/valve-1/open", `{"value": true, "id": "u-3", "expires": "`+time.Now().Add(time.Minute).UTC().Format(time.RFC3339)+`"}`, false)
-	eventually(t, "three replies", func() bool { return len(replies()) == 3 })
+	runtimetest.WaitFor(t, "three replies", func() bool { return len(replies()) == 3 })
 	got := replies()
 	if got[0]["outcome"] != "refused" || !strings.Contains(fmt.Sprint(got[0]["why"]), "stale: sent at") {
 		t.Fatalf("an hour-old command: %v", got[0])
@@ -379,11 +361,11 @@ func TestUpstreamCommands(t *testing.T) {
 	// A command waiting on the broker as a retained message when the link
 	// comes back is never carried out.
 	up.stop()
-	eventually(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
+	runtimetest.WaitFor(t, "the link to drop", func() bool { return !r.u.Stats().Connected })
 	up.start()
 	pub("cmd/valve-1/open", `{"value": false, "id": "u-4", "expires": "`+time.Now().Add(time.Minute).UTC().Format(time.RFC3339)+`"}`, true)
-	eventually(t, "the link again", func() bool { return r.u.Stats().Connected })
-	eventually(t, "the retained command ignored", func() bool { return r.u.Stats().IgnoredRetained == 1 })
+	runtimetest.WaitFor(t, "the link again", func() bool { return r.u.Stats().Connected })
+	runtimetest.WaitFor(t, "the retained command ignored", func() bool { return r.u.Stats().IgnoredRetained == 1 })
 	if n := r.g.Count("write", "valve-1", "open"); n != 1 || r.u.Stats().IgnoredRetained != 1 {
 		t.Fatalf("the valve was written %d times after a retained command (%d ignored), want 1", n, r.u.Stats().IgnoredRetained)
 	}
@@ -404,7 +386,7 @@ func TestParkedUpstreamCommandIsAnsweredAfterARestart(t *testing.T) {
 	if _, err := r.eng.Answer(context.Background(), obs.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the reply in the outbox", func() bool {
+	runtimetest.WaitFor(t, "the reply in the outbox", func() bool {
 		msgs, _ := r.j.Outbox().Peek(0, 10000)
 		for _, m := range msgs {
 			if m.Topic == prefix+"reply/valve-1/open" && strings.Contains(string(m.Payload), `"id":"late-1"`) &&
@@ -432,9 +414,9 @@ func TestUpstreamContradictedActAndBadPayloadID(t *testing.T) {
 	up.start()
 	defer up.stop()
 	r, _ := startRig(t, t.TempDir(), up.addr, 0)
-	eventually(t, "the link", func() bool { return r.u.Stats().Connected })
+	runtimetest.WaitFor(t, "the link", func() bool { return r.u.Stats().Connected })
 	up.subscribed()
-	r.g.SetFault("valve-1", sim.Fault{Stuck: true})
+	r.g.SetFault("valve-1", devicetest.Fault{Stuck: true})
 	expires := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
 	for _, p := range []string{
 		`{"value": "yes", "id": "u-bad", "expires": "` + expires + `"}`,
@@ -445,7 +427,7 @@ func TestUpstreamContradictedActAndBadPayloadID(t *testing.T) {
 		}
 	}
 	topic := prefix + "reply/valve-1/open"
-	eventually(t, "two replies", func() bool { return len(replies(up.w, topic)) == 2 })
+	runtimetest.WaitFor(t, "two replies", func() bool { return len(replies(up.w, topic)) == 2 })
 	got := replies(up.w, topic)
 	if got[0]["id"] != "u-bad" || got[0]["outcome"] != "failed" {
 		t.Fatalf("reply to a bad value = %v", got[0])
@@ -471,7 +453,7 @@ func seedCheckpoint(t *testing.T, dir string) runtime.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the checkpoint on disk", func() bool {
+	runtimetest.WaitFor(t, "the checkpoint on disk", func() bool {
 		evs, _ := eng.Events(t.Context(), ev.Seq-1, 1)
 		return len(evs) == 1
 	})
@@ -488,7 +470,7 @@ func TestCheckpointsGoUpstreamRetained(t *testing.T) {
 	seeded := seedCheckpoint(t, dir)
 	r, _ := startRig(t, dir, up.addr, 0)
 	topic := prefix + "checkpoints"
-	eventually(t, "the seeded checkpoint upstream", func() bool { return len(up.w.get(topic)) == 1 })
+	runtimetest.WaitFor(t, "the seeded checkpoint upstream", func() bool { return len(up.w.get(topic)) == 1 })
 	if got := up.w.get(topic)[0]; string(got) != string(seeded.Body) {
 		t.Fatalf("checkpoints upstream = %s, want %s", got, seeded.Body)
 	}
@@ -496,7 +478,7 @@ func TestCheckpointsGoUpstreamRetained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new checkpoint upstream", func() bool { return len(up.w.get(topic)) == 2 })
+	runtimetest.WaitFor(t, "the new checkpoint upstream", func() bool { return len(up.w.get(topic)) == 2 })
 	// The upstream broker keeps the newest one for a later subscriber.
 	late := make(chan []byte, 4)
 	if err := up.srv.Subscribe(topic, 9, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) { late <- pk.Payload }); err != nil {
@@ -517,7 +499,7 @@ func TestAdversarialUplinkNumbers(t *testing.T) {
 	up.start()
 	defer up.stop()
 	r, _ := startRig(t, t.TempDir(), up.addr, 0)
-	eventually(t, "the link", func() bool { return r.u.Stats().Connected })
+	runtimetest.WaitFor(t, "the link", func() bool { return r.u.Stats().Connected })
 	up.subscribed()
 	expires := `"` + time.Now().Add(time.Minute).UTC().Format(time.RFC3339) + `"`
 	var payloads []string
@@ -537,7 +519,7 @@ func TestAdversarialUplinkNumbers(t *testing.T) {
 		if err := up.srv.Publish(prefix+"cmd/valve-1/open", []byte(p), false, 1); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "a reply to "+p, func() bool { return len(replies(up.w, topic)) == i+1 })
+		runtimetest.WaitFor(t, "a reply to "+p, func() bool { return len(replies(up.w, topic)) == i+1 })
 		got := replies(up.w, topic)[i]
 		if (got["outcome"] != "failed" && got["outcome"] != "refused") || got["why"] == "" {
 			t.Errorf("%s: reply %v, want failed or refused saying why", p, got)
