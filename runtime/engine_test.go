@@ -30,10 +30,6 @@ func sensor(name string, poll time.Duration) []devices.Capability {
 	return []devices.Capability{{Name: name, Kind: devices.KindSensor, Type: value.TypeNumber, Poll: poll}}
 }
 
-func actuator(name string) []devices.Capability {
-	return []devices.Capability{{Name: name, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}
-}
-
 func greenhouse() []devices.Device { return runtimetest.Greenhouse("greenhouse") }
 
 func policies() map[string]runtime.CapPolicy {
