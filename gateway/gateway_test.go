@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -149,7 +149,7 @@ func TestStartupLogShowsTheModeInForce(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs runtimetest.LogBuffer
 	ctx, cancel := context.WithCancel(t.Context())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {
@@ -167,22 +167,4 @@ func TestStartupLogShowsTheModeInForce(t *testing.T) {
 	if out := logs.String(); !strings.Contains(out, `msg="mode in force" mode=observe`) || !strings.Contains(out, "configured_mode=supervised") {
 		t.Fatalf("the startup log does not name the mode in force:\n%s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -194,29 +193,11 @@ type failingJournal struct {
 
 func (j *failingJournal) Err() error { return j.err }
 
-// lockedBuffer is a log sink safe for the engine's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // When the gateway itself cannot witness, the refusal says so in public
 // words with an error id; the detail (a path, an I/O error) is only in the
 // log, under that id.
 func TestInternalFailureIsPublicWithAnID(t *testing.T) {
-	var logs lockedBuffer
+	var logs runtimetest.LogBuffer
 	w := newWorld(t, func(s *setup) {
 		s.opts.Mode = governance.ModeInterlocked
 		s.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,26 +16,9 @@ import (
 
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/store"
 )
-
-// logBuffer is a log destination safe for the server's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // failingJournal is the site's journal, whose reads and health fail with
 // a set error once fail is set.
@@ -84,9 +65,9 @@ var errorIDPattern = regexp.MustCompile(`err-[0-9a-f]{12}`)
 
 // publicSite is a site whose log is kept, with a journal and a session
 // store that fail on demand.
-func publicSite(t *testing.T) (*site, *logBuffer, *failingJournal, *failingSessions) {
+func publicSite(t *testing.T) (*site, *runtimetest.LogBuffer, *failingJournal, *failingSessions) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &runtimetest.LogBuffer{}
 	fj := &failingJournal{}
 	var fs *failingSessions
 	s := newSite(t, siteOptions{
@@ -106,7 +87,7 @@ func publicSite(t *testing.T) (*site, *logBuffer, *failingJournal, *failingSessi
 // expectPublic checks an internal failure's answer end to end: the body
 // has the public message and an error id, never the detail; the log has
 // the id with the detail.
-func expectPublic(t *testing.T, logs *logBuffer, what, body, public string) string {
+func expectPublic(t *testing.T, logs *runtimetest.LogBuffer, what, body, public string) string {
 	t.Helper()
 	id := errorIDPattern.FindString(body)
 	switch {

@@ -1,18 +1,17 @@
 package mqtt
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 )
 
 // failingDo is an engine whose commands fail with err, as a journal that
@@ -26,30 +25,12 @@ func (f failingDo) Do(context.Context, runtime.Command) (runtime.Observation, er
 	return runtime.Observation{}, f.err
 }
 
-// logBuffer is a log the test reads while the broker writes it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // A failure that is not the client's doing reaches it as a public message
 // with an error id; the log has the id and the detail, the reply does not
 // have the detail.
 func TestInternalFailureRepliesWithAnErrorIDAndLogsTheDetail(t *testing.T) {
 	const detail = "committing event 41: write /var/lib/shadowgate/journal.db: input/output error"
-	var logs logBuffer
+	var logs runtimetest.LogBuffer
 	gw := startGW(t, gwOptions{logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		wrap: func(e command.Engine) command.Engine { return failingDo{e, errors.New(detail)} }})
 	alice := gw.mustClient("alice", "alice-password")
