@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -37,7 +38,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitConfiguration
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d devices, %d plans, mode %s)\n", cfg.File, len(cfg.Devices), len(cfg.Plans), cfg.Mode)
+	fmt.Fprintf(stdout, "%s: ok (%s, %s, mode %s)\n", cfg.File, count(len(cfg.Devices), "device"), count(len(cfg.Plans), "plan"), cfg.Mode)
 	if *explain {
 		writeEffects(stdout, cfg.Effects())
 	}
@@ -66,4 +67,12 @@ func writeEffects(w io.Writer, effects []gateway.Effect) {
 	for line := range strings.Lines(b.String()) {
 		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
 	}
+}
+
+// count says n things: "1 plan", "0 plans".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
 }
