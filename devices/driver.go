@@ -10,10 +10,11 @@ import (
 // Driver reaches devices. Implementations must be safe for concurrent use.
 // Read and Write must honour ctx: they return when it is done. A driver
 // failure is returned as an *OpError wrapping one of the typed outcomes
-// (outcome.go): a write that may have reached the device is
-// UnknownOutcome, never a plain error, because the runtime locks the
-// actuator only for an unknown outcome. A driver may also implement
-// HealthReporter.
+// (outcome.go). A write that failed before anything was sent says so with
+// Offline, Refused or BadRequest; every other write error, a plain one
+// included, is taken to mean the command may have reached the device, and
+// the runtime locks the actuator and reads it back. A driver may also
+// implement HealthReporter.
 type Driver interface {
 	// Open connects the driver. It is called once, before any other method.
 	Open(ctx context.Context) error

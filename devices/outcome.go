@@ -90,8 +90,10 @@ type Outcome uint8
 const (
 	// OutcomeDone is no error.
 	OutcomeDone Outcome = iota
-	// OutcomeFailed is a failure that is none of the others: nothing is
-	// known to have happened, and the driver says nothing more.
+	// OutcomeFailed is an error the driver did not place: none of the
+	// others. Nothing is known of what happened, so the runtime treats a
+	// write that failed so as an unknown outcome (it locks and reads back);
+	// a read that failed so changed nothing.
 	OutcomeFailed
 	// OutcomeUnknown is ErrOutcomeUnknown.
 	OutcomeUnknown

@@ -54,6 +54,17 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		return e.failedQuiet(base, "not acting: the intent could not be journaled", err)
 	}
 	w.run.charge(true)
+	if err := ctx.Err(); err != nil {
+		// Cancelled while the intent was being made durable: the driver is
+		// not called, so nothing was sent and nothing is locked.
+		rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value,
+			Driver: "not called", Confirmation: NotChecked, At: e.now()}
+		a.Receipt, a.Why = rc, "cancelled before the driver was called"
+		_ = e.commitStep(context.WithoutCancel(ctx), &a, base, AttemptFailed, KindFailed, FailedBody{Device: w.device,
+			Capability: w.capability, Error: a.Why, Outcome: devices.OutcomeFailed.String(), Receipt: rc})
+		base.Kind, base.Why, base.Receipt = Failed, a.Why, rc
+		return base
+	}
 	dctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
 	err := e.callWrite(dctx, ent.Driver, w.device, w.capability, w.value)
 	cancel()
@@ -65,8 +76,8 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		return e.unknownAct(context.WithoutCancel(ctx), base, a, c, rc, err)
 	}
 	if err != nil {
-		// The driver says nothing was done: offline, refused, a bad
-		// address or value, or a failure before anything was sent.
+		// The driver says nothing was done: offline, refused, or a bad
+		// address or value.
 		outcome := devices.Classify(err)
 		code, _ := devices.RefusalCode(err)
 		rc.Driver, rc.Confirmation, rc.At = err.Error(), NotChecked, e.now()
@@ -103,14 +114,27 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	return base
 }
 
-// writeOutcome says what a write's error means. Beyond what the driver
-// says, a write cut off by its deadline or its context, or one whose
-// driver panicked, may have reached the device: its outcome is unknown.
+// commitStep moves attempt a to state and journals it with body.
+func (e *Engine) commitStep(ctx context.Context, a *Attempt, base Observation, state AttemptState, kind Kind, body any) error {
+	a.State, a.Updated = state, e.now()
+	rec := *a
+	_, err := e.commit(ctx, Sync, Event{Kind: kind, Run: base.Run, Step: base.Step, Device: a.Device}, body,
+		func(en *Entry) { en.Attempt = &rec })
+	return err
+}
+
+// writeOutcome says what a write's error means. Only a driver that says
+// nothing was done (offline, refused, a bad address or value) is taken at
+// its word, even when its error also wraps a timeout. Every other error may
+// have followed the command out: a timeout, a lost answer, a panic, a
+// library's "i/o timeout" or "connection reset" that the driver did not
+// place. Its outcome is unknown, and the actuator locks: fail closed.
 func writeOutcome(err error) devices.Outcome {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, errDriverPanicked) {
-		return devices.OutcomeUnknown
+	switch o := devices.Classify(err); o {
+	case devices.OutcomeOffline, devices.OutcomeRefused, devices.OutcomeBadRequest:
+		return o
 	}
-	return devices.Classify(err)
+	return devices.OutcomeUnknown
 }
 
 // driverWhy says in a sentence what a driver's error means for device.
@@ -148,24 +172,36 @@ func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c 
 	e.lockTarget(target, a) // locked even if that record could not be written: fail closed
 	if c.ReadBack {
 		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
-		if obs.Kind == Completed && obs.Reading != nil && obs.Reading.Value.Equal(a.Value) {
+		switch {
+		case obs.Kind == Completed && obs.Reading != nil && obs.Reading.Value.Equal(a.Value):
 			got := obs.Reading.Value
-			if settled, err := e.settle(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got); settled && err == nil {
+			confirmed := *rc
+			confirmed.Confirmation, confirmed.Observed, confirmed.At = Confirmed, &got, e.now()
+			confirmed.Detail = "the driver could not tell; the read-back shows the act took effect"
+			if unanswered {
+				confirmed.Detail = "the driver did not answer; the read-back shows the act took effect"
+			}
+			settled, err := e.settle(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got, &confirmed)
+			switch {
+			case err != nil:
+				// The lock stays: the journal could not record the settling.
+				e.log.Error("an unknown act stays locked: its reconciliation could not be journaled", "attempt", a.ID, "error", err)
+			case !settled:
+				// An admin resolved it meanwhile; their word stands.
+				base.Kind, base.Receipt = Failed, rc
+				base.Why = a.Why + "; attempt " + a.ID + " was resolved by an admin meanwhile"
+				return base
+			default:
 				e.recordChange(target)
-				rc.Confirmation, rc.Observed, rc.Detail = Confirmed, &got, "the driver could not tell; the read-back shows the act took effect"
-				if unanswered {
-					rc.Detail = "the driver did not answer; the read-back shows the act took effect"
-				}
-				e.setReceipt(target, *rc)
+				*rc = confirmed
 				base.Kind, base.Receipt = Acted, rc
 				return base
 			}
+		case obs.Reading != nil:
+			e.stayLocked(ctx, a, "the read-back is "+obs.Reading.Value.String()+", not the commanded "+a.Value.String())
+		default:
+			e.stayLocked(ctx, a, "the read-back failed: "+obs.Why)
 		}
-		why := "the read-back failed: " + obs.Why
-		if obs.Reading != nil {
-			why = "the read-back is " + obs.Reading.Value.String() + ", not the commanded " + a.Value.String()
-		}
-		e.stayLocked(ctx, a, why)
 	} else {
 		e.stayLocked(ctx, a, c.Name+" has no read-back to tell")
 	}

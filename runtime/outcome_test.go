@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
@@ -219,4 +223,111 @@ func TestInternalFailureIsPublicWithAnID(t *testing.T) {
 	if n := w.g.Count("write", "valve-1", "open"); n != 0 {
 		t.Fatalf("the valve was written %d times while the journal could not witness", n)
 	}
+}
+
+// A library's timeout that the driver passes on unplaced ("i/o timeout"
+// after the request went out) is not a definite failure: the valve may
+// have moved. It is unknown, and the read-back settles it.
+func TestUnplacedTimeoutAfterSendingIsUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, od := outcomeWorld(t)
+		timeout := &net.OpError{Op: "read", Net: "tcp", Err: fmt.Errorf("modbus response: %w", os.ErrDeadlineExceeded)}
+		od.set("valve-1", nil, timeout, true)
+		obs := w.do("mqtt:alice", "c1", "valve-1", "open", on)
+		want(t, obs, runtime.Acted, "")
+		if obs.Receipt.Confirmation != runtime.Confirmed {
+			t.Fatalf("receipt = %+v, want confirmed by the read-back", obs.Receipt)
+		}
+		if a, _, _ := w.j.Attempt(w.ctx, "mqtt:alice/c1"); a.State != runtime.AttemptReconciled {
+			t.Fatalf("attempt = %s, want reconciled", a.State)
+		}
+		// The confirmed receipt is the actuator's state in the journal too.
+		st := w.e.States()
+		found := false
+		for _, s := range st {
+			found = found || (s.Device == "valve-1" && s.Receipt != nil && s.Receipt.Attempt == obs.Receipt.Attempt && s.Receipt.Confirmation == runtime.Confirmed)
+		}
+		if !found {
+			t.Fatalf("states = %+v, want valve-1 with the confirmed receipt", st)
+		}
+		snap, err := w.j.Load(w.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		journaled := false
+		for _, s := range snap.States {
+			journaled = journaled || (s.Device == "valve-1" && s.Receipt != nil && s.Receipt.Attempt == obs.Receipt.Attempt)
+		}
+		if !journaled {
+			t.Fatalf("the journal's states = %+v, want valve-1 with the reconciled receipt", snap.States)
+		}
+	})
+}
+
+// A driver that says the device is offline is taken at its word even when
+// its error wraps a timeout (a dial that timed out): nothing was sent, so
+// nothing locks.
+func TestOfflineWrappingATimeoutIsDefinite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, od := outcomeWorld(t)
+		od.set("valve-1", nil, devices.Offline(fmt.Errorf("dial 10.0.0.5:502: %w", context.DeadlineExceeded)), false)
+		obs := w.do("mqtt:alice", "c1", "valve-1", "open", on)
+		want(t, obs, runtime.Failed, "device valve-1 is offline")
+		if locks := w.e.Locks(); len(locks) != 0 {
+			t.Fatalf("an offline device locked the actuator: %+v", locks)
+		}
+	})
+}
+
+// A run cancelled while its executing record is being made durable does
+// not call the driver: the attempt fails, and nothing locks.
+func TestCancelledBeforeTheDriverIsNotUnknown(t *testing.T) {
+	ej := &executingStall{entered: make(chan struct{}), release: make(chan struct{})}
+	w := newWorld(t, func(s *setup) {
+		s.opts.Mode = governance.ModeInterlocked
+		s.journal = func(m *runtimetest.MemJournal) runtime.Journal { ej.MemJournal = m; return ej }
+	})
+	done := make(chan runtime.Observation, 1)
+	go func() { done <- w.do("mqtt:alice", "c1", "valve-1", "open", on) }()
+	select {
+	case <-ej.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the executing record was never committed")
+	}
+	for _, r := range w.e.Runs() {
+		if r.Status != runtime.RunEnded {
+			if err := w.e.Cancel(r.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(ej.release)
+	obs := <-done
+	want(t, obs, runtime.Failed, "cancelled before the driver was called")
+	if a, _, _ := w.j.Attempt(w.ctx, "mqtt:alice/c1"); a.State != runtime.AttemptFailed {
+		t.Fatalf("attempt = %s, want failed", a.State)
+	}
+	if locks := w.e.Locks(); len(locks) != 0 {
+		t.Fatalf("a write that never reached the driver locked the actuator: %+v", locks)
+	}
+	if n := w.g.Count("write", "valve-1", "open"); n != 0 {
+		t.Fatalf("the driver was called %d times", n)
+	}
+}
+
+// executingStall holds the commit of an executing record until released.
+type executingStall struct {
+	*runtimetest.MemJournal
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (j *executingStall) Commit(ctx context.Context, en runtime.Entry) (runtime.Event, error) {
+	if en.Attempt != nil && en.Attempt.State == runtime.AttemptExecuting {
+		j.once.Do(func() {
+			close(j.entered)
+			<-j.release
+		})
+	}
+	return j.MemJournal.Commit(ctx, en)
 }

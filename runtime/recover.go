@@ -187,7 +187,13 @@ func (e *Engine) reconcile(ctx context.Context) {
 			e.stayLocked(ctx, a, "the read-back is "+got.String()+", not the commanded "+a.Value.String())
 			continue
 		}
-		settled, err := e.settle(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got)
+		rc := Receipt{Key: a.Key, Attempt: a.ID, Device: a.Device, Capability: a.Capability, Value: a.Value,
+			Driver: "unknown", Confirmation: Confirmed, Observed: &got, At: e.now(),
+			Detail: "the driver did not answer; the read-back when the gateway started shows the act took effect"}
+		if a.Receipt != nil && a.Receipt.Driver != "" {
+			rc.Driver = a.Receipt.Driver
+		}
+		settled, err := e.settle(ctx, a, "gateway", "the read-back "+got.String()+" equals the commanded value", &got, &rc)
 		if !settled {
 			continue
 		}
@@ -224,16 +230,18 @@ const (
 var ErrFoundRequired = errors.New(`a resolution must say what was found: "acted" or "not_acted"`)
 
 // settle moves a locked attempt to reconciled after a read-back that
-// shows observed, the commanded value, and lifts the lock. It reports
+// shows observed, the commanded value, and lifts the lock; receipt, the
+// act's receipt as the read-back confirmed it, becomes the actuator's
+// state in the same commit. It reports
 // false when the attempt no longer holds the lock (an admin resolved it
 // meanwhile).
-func (e *Engine) settle(ctx context.Context, a Attempt, by, why string, observed *value.Value) (bool, error) {
+func (e *Engine) settle(ctx context.Context, a Attempt, by, why string, observed *value.Value, receipt *Receipt) (bool, error) {
 	e.decide.Lock()
 	defer e.decide.Unlock()
 	if cur, ok := e.lockOf(a); !ok || cur.ID != a.ID {
 		return false, nil
 	}
-	return true, e.settleFound(ctx, a, by, why, FoundActed, observed, nil)
+	return true, e.settleFound(ctx, a, by, why, FoundActed, observed, receipt)
 }
 
 // lockOf returns the attempt that holds a's actuator locked, if any.

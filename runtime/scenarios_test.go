@@ -225,14 +225,24 @@ func TestStuckActuatorIsContradicted(t *testing.T) {
 	})
 }
 
-func TestDriverWriteErrorFails(t *testing.T) {
+// An error the driver did not place (it says neither offline, refused nor
+// bad request) may have followed the command out: the outcome is unknown,
+// the actuator locks and is read back; here the valve did not move, so it
+// stays locked.
+func TestUnplacedDriverErrorIsUnknown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t, func(s *setup) { s.opts.Mode = governance.ModeInterlocked })
 		w.g.SetFault("valve-1", sim.Fault{WriteErr: errors.New("coil open circuit")})
 		obs := w.do("mqtt:alice", "c1", "valve-1", "open", on)
-		want(t, obs, runtime.Failed, "coil open circuit")
-		if a, _, _ := w.j.Attempt(w.ctx, "mqtt:alice/c1"); a.State != runtime.AttemptFailed {
-			t.Fatalf("attempt state = %s, want failed", a.State)
+		want(t, obs, runtime.Failed, "valve-1.open is locked until an admin resolves attempt")
+		if !strings.Contains(obs.Why, "coil open circuit") {
+			t.Fatalf("why %q does not say what the driver said", obs.Why)
+		}
+		if a, _, _ := w.j.Attempt(w.ctx, "mqtt:alice/c1"); a.State != runtime.AttemptUnknown {
+			t.Fatalf("attempt state = %s, want unknown", a.State)
+		}
+		if locks := w.e.Locks(); len(locks) != 1 {
+			t.Fatalf("locks = %+v, want the valve", locks)
 		}
 	})
 }
