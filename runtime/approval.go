@@ -65,6 +65,7 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 	}
 	e.decide.Lock()
 	defer e.decide.Unlock()
+	e.fallBackIfExpired(ctx) // the approvals required are the mode's in force
 	p, ok := e.pendingByID(id)
 	if !ok {
 		return Approval{}, fmt.Errorf("approval %s: %w", id, ErrApprovalNotFound)

@@ -99,3 +99,29 @@ func TestReconfigureUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A time-bound mode is bound from the first start, not only when switched
+// to, and no decision is taken against it once it has run out.
+func TestTimeBoundModeRunsOutEverywhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, func(s *setup) { s.opts.Mode = governance.ModeMaintenance })
+		maint := governance.ShippedModes()[governance.ModeMaintenance]
+		if maint.MaxDuration <= 0 {
+			t.Fatal("maintenance has no max_duration")
+		}
+		if got := w.e.Mode(w.ctx); got.Name != governance.ModeMaintenance || got.Expires.IsZero() {
+			t.Fatalf("mode at start = %+v, want maintenance with an expiry", got)
+		}
+		time.Sleep(maint.MaxDuration + time.Second)
+		// Before anything else reads the mode, an operator asks for
+		// interlocked: against supervised (what is in force), that widens
+		// and asks an admin; against the expired maintenance it would not.
+		rec, ap, err := w.e.SetMode(w.ctx, "console:olga", governance.ModeInterlocked, "after maintenance")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ap == nil || rec.Name != governance.ModeSupervised {
+			t.Fatalf("SetMode after maintenance ran out = %+v, approval %v; want supervised and an approval to ask", rec, ap)
+		}
+	})
+}

@@ -185,6 +185,9 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("initial mode %q: %w", opts.Mode, ErrUnknownMode)
 	}
 	e.mode = ModeRecord{Name: opts.Mode, By: "configuration", Since: opts.Now()}
+	if d := cfg.modes[opts.Mode].MaxDuration; d > 0 {
+		e.mode.Expires = e.mode.Since.Add(d) // a time-bound mode is bound from the first start too
+	}
 	e.life, e.stop = context.WithCancel(context.WithoutCancel(ctx))
 	resume, err := e.restore(ctx)
 	if err != nil {

@@ -32,11 +32,18 @@ func (e *Engine) currentMode(ctx context.Context) string {
 	}
 	e.decide.Lock()
 	defer e.decide.Unlock()
-	if name, expired = e.modeNow(); expired {
-		e.applyMode(ctx, governance.ModeSupervised, "gateway", name+" reached its max_duration")
-	}
+	e.fallBackIfExpired(ctx)
 	name, _ = e.modeNow()
 	return name
+}
+
+// fallBackIfExpired puts supervised in force if the mode's max_duration
+// has run out. Every decision that reads the mode calls it first, so none
+// is taken against an expired mode. e.decide must be held.
+func (e *Engine) fallBackIfExpired(ctx context.Context) {
+	if name, expired := e.modeNow(); expired {
+		e.applyMode(ctx, governance.ModeSupervised, "gateway", name+" reached its max_duration")
+	}
 }
 
 // modeNow returns the mode in force and whether its max_duration ran out.
@@ -59,6 +66,7 @@ func (e *Engine) modeByName(name string) governance.Mode {
 func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeRecord, *Approval, error) {
 	e.decide.Lock()
 	defer e.decide.Unlock()
+	e.fallBackIfExpired(ctx)
 	ap, widens, err := e.modeRequest(by, name, reason)
 	if err != nil {
 		return e.modeRecord(), nil, err
@@ -105,9 +113,11 @@ func (e *Engine) modeRequest(by, name, reason string) (Approval, bool, error) {
 		Expires: now.Add(e.opts.ApprovalTimeout), Status: ApprovalPending}, true, nil
 }
 
-// applyMode switches the mode and journals it. A widening that cannot be
-// journaled does not take effect; a narrowing still does, because
-// narrowing is always safe. e.decide must be held.
+// applyMode switches the mode and journals it. A narrowing takes effect at
+// once, before its commit: no step is judged under the wider mode while
+// the disk syncs, and it stands even if the journal cannot record it,
+// because narrowing is always safe. A widening takes effect only once it
+// is journaled. e.decide must be held.
 func (e *Engine) applyMode(ctx context.Context, name, by, reason string) {
 	e.mu.Lock()
 	m, from := e.conf().modes[name], e.mode.Name
@@ -118,14 +128,20 @@ func (e *Engine) applyMode(ctx context.Context, name, by, reason string) {
 	if m.MaxDuration > 0 {
 		next.Expires = now.Add(m.MaxDuration)
 	}
+	set := func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.mode = next
+	}
+	if !widens {
+		set()
+	}
 	rec := next
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindModeChanged}, ModeChangedBody{From: from, To: name, By: by,
-		Reason: reason, Expires: next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil && widens {
+		Reason: reason, Expires: next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil || !widens {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.mode = next
+	set()
 }
 
 func (e *Engine) expireModeApprovals(ctx context.Context) {

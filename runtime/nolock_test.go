@@ -131,3 +131,34 @@ func TestStalledCommitStallsNoOtherStep(t *testing.T) {
 		})
 	}
 }
+
+// A narrowing takes effect before its commit: while the disk syncs the
+// change to observe, a write is already judged under observe.
+func TestNarrowingTakesEffectBeforeItsCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	sj := &stallJournal{kind: runtime.KindModeChanged, entered: make(chan struct{}), release: make(chan struct{})}
+	w := newWorld(t, func(s *setup) {
+		s.opts.Mode = governance.ModeInterlocked
+		s.journal = func(m *runtimetest.MemJournal) runtime.Journal { sj.MemJournal = m; return sj }
+	})
+	defer sj.unblock()
+	decided := make(chan struct{})
+	go func() {
+		defer close(decided)
+		_, _, _ = w.e.SetMode(ctx, "console:ann", governance.ModeObserve, "closing up")
+	}()
+	select {
+	case <-sj.entered:
+	case <-ctx.Done():
+		t.Fatal("the mode change was never committed")
+	}
+	within(ctx, t, "a write during the narrowing's commit", func() {
+		obs, err := w.e.Do(ctx, runtime.Command{Principal: "mqtt:alice", Origin: "mqtt", RequestID: "c1", Device: "valve-1", Capability: "open", Value: on})
+		if err != nil || obs.Kind != runtime.Refused || obs.Mode != governance.ModeObserve {
+			t.Errorf("write while observe is being journaled = %v (%q, mode %q), %v; want refused by observe", obs.Kind, obs.Why, obs.Mode, err)
+		}
+	})
+	sj.unblock()
+	<-decided
+}

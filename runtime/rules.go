@@ -34,15 +34,20 @@ func (e *Engine) RevokeRule(ctx context.Context, id, by string) error {
 		return fmt.Errorf("rule %s: %w", id, ErrRuleNotFound)
 	}
 	rr.Revoked, rr.RevokedBy = true, by
+	// Revoking narrows: it takes effect at once, before the commit, and
+	// stands for this run of the gateway even if the journal cannot
+	// record it.
+	func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		delete(e.rules, id)
+		e.rebuildPolicyLocked()
+	}()
 	rec := rr
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindRuleRevoked, Device: rr.Rule.Device},
 		RuleRevokedBody{Rule: id, By: by}, func(en *Entry) { en.Rule = &rec }); err != nil {
-		return err
+		return fmt.Errorf("rule %s is revoked until the gateway restarts, but the journal could not record it: %w", id, err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.rules, id)
-	e.rebuildPolicyLocked()
 	return nil
 }
 
