@@ -12,9 +12,10 @@ import (
 
 // Config is what the engine takes from the configuration: the governance
 // of each capability, the configured modes, the standing rules and the
-// plans. The engine holds it as one snapshot that Reconfigure swaps
-// whole, so a step sees either the old configuration or the new one,
-// never a mix. The devices themselves live with their drivers.
+// plans. The engine holds it, with the judge's policy, as one snapshot
+// that Reconfigure swaps whole; a step loads the snapshot once, so it sees
+// either the old configuration or the new one, never a mix. The devices
+// themselves live with their drivers.
 type Config struct {
 	// Policies holds the governance of each capability by "device.capability".
 	Policies map[string]CapPolicy
@@ -34,6 +35,10 @@ type config struct {
 	modes    map[string]governance.Mode
 	rules    []governance.Rule
 	plans    map[string]*Plan
+	// policy is what the judge sees: the modes and every rule in force,
+	// those of the configuration and those made by approvals. It is
+	// rebuilt, in a new snapshot, whenever a rule comes or goes.
+	policy *governance.Policy
 }
 
 // checkConfig checks c and builds the snapshot the engine reads.
@@ -74,6 +79,7 @@ func checkConfig(c Config) (*config, error) {
 		seen[r.ID] = true
 	}
 	out.rules = slices.Clone(c.Rules)
+	out.policy = &governance.Policy{Modes: out.modes, Rules: out.rules}
 	return out, nil
 }
 
@@ -111,8 +117,8 @@ func (e *Engine) Reconfigure(ctx context.Context, c Config) error {
 	for _, r := range next.rules {
 		e.rules[r.ID] = RuleRecord{Rule: r}
 	}
+	next.policy = e.policyLocked(next)
 	e.cfg.Store(next)
-	e.rebuildPolicyLocked()
 	e.log.Info("configuration in force", "policies", len(next.policies), "modes", len(next.modes),
 		"rules", len(next.rules), "plans", slices.Sorted(maps.Keys(next.plans)))
 	return nil

@@ -102,7 +102,6 @@ type Engine struct {
 	cfg       atomic.Pointer[config]
 	facts     facts
 	bus       bus
-	policy    atomic.Pointer[governance.Policy]
 	unhealthy atomic.Pointer[string]
 
 	life context.Context
@@ -194,7 +193,11 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		e.stop()
 		return nil, fmt.Errorf("restoring from the journal: %w", err)
 	}
-	e.rebuildPolicyLocked()
+	func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.rebuildPolicyLocked()
+	}()
 	for _, r := range resume {
 		e.start(r)
 	}

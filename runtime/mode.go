@@ -54,7 +54,7 @@ func (e *Engine) modeNow() (string, bool) {
 }
 
 func (e *Engine) modeByName(name string) governance.Mode {
-	if m, ok := e.policy.Load().Modes[name]; ok {
+	if m, ok := e.conf().modes[name]; ok {
 		return m
 	}
 	return governance.Mode{ApprovalsRequired: 1}

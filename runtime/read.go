@@ -40,7 +40,7 @@ func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, 
 		Principal: principal, Device: device, Capability: capability,
 		Profile: ReadProfile(&ent.Device, c), Mode: e.currentMode(ctx), Now: e.now(),
 	}
-	v := governance.Judge(&req, e.policy.Load())
+	v := governance.Judge(&req, e.conf().policy)
 	if v.Outcome != governance.Allow {
 		// A read never asks: a person is not paged to approve a sensor.
 		if v.Outcome == governance.Ask {

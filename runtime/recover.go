@@ -29,7 +29,7 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	e.decide.Lock()
 	defer e.decide.Unlock()
 	e.mu.Lock()
-	e.bus.last = snap.LastSeq
+	e.bus.publish(snap.LastSeq) // the journal may already have told the bus of newer events
 	e.restoredSeq = snap.LastSeq
 	if snap.Mode != nil {
 		if _, ok := e.conf().modes[snap.Mode.Name]; ok {

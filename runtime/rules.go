@@ -74,9 +74,17 @@ func (e *Engine) Rules() []RuleRecord {
 	return out
 }
 
-// rebuildPolicyLocked publishes a fresh policy snapshot for the judge,
-// dropping expired rules. e.mu must be held.
+// rebuildPolicyLocked publishes a new snapshot whose policy holds the
+// rules in force now, dropping expired ones. e.mu must be held.
 func (e *Engine) rebuildPolicyLocked() {
+	next := *e.conf()
+	next.policy = e.policyLocked(&next)
+	e.cfg.Store(&next)
+}
+
+// policyLocked returns the judge's policy for configuration c: its modes
+// and the rules in force, dropping expired ones. e.mu must be held.
+func (e *Engine) policyLocked(c *config) *governance.Policy {
 	now := e.now()
 	rules := make([]governance.Rule, 0, len(e.rules))
 	for id, r := range e.rules {
@@ -93,7 +101,7 @@ func (e *Engine) rebuildPolicyLocked() {
 	// Deny rules first is not needed for correctness (the judge takes every
 	// deny before any allow), but a stable order makes verdicts repeatable.
 	slices.SortFunc(rules, func(a, b governance.Rule) int { return cmp.Compare(a.ID, b.ID) })
-	e.policy.Store(&governance.Policy{Modes: e.conf().modes, Rules: rules})
+	return &governance.Policy{Modes: c.modes, Rules: rules}
 }
 
 func sortRuns(rs []RunRecord) {

@@ -64,7 +64,10 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
 			Why: target + " is locked: attempt " + a.ID + " (key " + a.Key + ") was executing when the gateway stopped and its effect is unknown; an admin must resolve it"}, w.value)
 	}
-	pol := e.conf().policies[target]
+	// One snapshot of the configuration for the whole step: its policy,
+	// envelope, interlocks and the judge's rules agree.
+	cfg := e.conf()
+	pol := cfg.policies[target]
 	env := governance.Envelope{Type: c.Type}
 	var conds []governance.Condition
 	if pol != nil {
@@ -100,10 +103,10 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		}
 		e.gather(ctx, conds, false)
 		req.Mode, req.Now, req.History = e.currentMode(ctx), e.now(), e.history(target, current.Value)
-		v := governance.Judge(&req, e.policy.Load())
+		v := governance.Judge(&req, cfg.policy)
 		switch v.Outcome {
 		case governance.Ask:
-			return e.park(ctx, w, base, v, current)
+			return e.park(ctx, w, base, v, current, pol)
 		case governance.Allow:
 		default:
 			return e.refusedWrite(ctx, base, v, w.value)
@@ -116,7 +119,7 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 	}
 	req.AtAct = true
 	req.Mode, req.Now, req.History = e.currentMode(ctx), e.now(), e.history(target, current.Value)
-	if v := governance.Judge(&req, e.policy.Load()); v.Outcome != governance.Allow {
+	if v := governance.Judge(&req, cfg.policy); v.Outcome != governance.Allow {
 		v.Why = "at the act: " + v.Why
 		return e.refusedWrite(ctx, base, v, w.value)
 	}
@@ -221,7 +224,7 @@ func (e *Engine) pendingFor(target string) (string, bool) {
 }
 
 // park records an approval request for a write and parks its run.
-func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v governance.Verdict, current devices.Reading) Observation {
+func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v governance.Verdict, current devices.Reading, pol *CapPolicy) Observation {
 	now := e.now()
 	mode := e.modeByName(v.Mode)
 	ap := Approval{
@@ -236,7 +239,7 @@ func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v gove
 		cv := current.Value
 		ap.Current = &cv
 	}
-	if pol := e.conf().policies[ref(w.device, w.capability)]; pol != nil {
+	if pol != nil {
 		for _, c := range pol.Interlocks {
 			ap.Interlocks = append(ap.Interlocks, c.String())
 		}
