@@ -162,3 +162,35 @@ func TestNarrowingTakesEffectBeforeItsCommit(t *testing.T) {
 	sj.unblock()
 	<-decided
 }
+
+// An approval can be seen and answered only once its request is durable.
+func TestApprovalIsFiledOnlyOnceJournaled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	sj := &stallJournal{kind: runtime.KindApprovalRequested, entered: make(chan struct{}), release: make(chan struct{})}
+	w := newWorld(t, func(s *setup) {
+		s.journal = func(m *runtimetest.MemJournal) runtime.Journal { sj.MemJournal = m; return sj }
+	})
+	defer sj.unblock()
+	asked := make(chan runtime.Observation, 1)
+	go func() {
+		obs, _ := w.e.Do(ctx, runtime.Command{Principal: "mqtt:alice", Origin: "mqtt", RequestID: "c1", Device: "valve-1", Capability: "open", Value: on})
+		asked <- obs
+	}()
+	select {
+	case <-sj.entered:
+	case <-ctx.Done():
+		t.Fatal("the request was never journaled")
+	}
+	if aps := w.e.Approvals(); len(aps) != 0 {
+		t.Fatalf("approvals while the request is being journaled = %+v, want none", aps)
+	}
+	sj.unblock()
+	obs := <-asked
+	if obs.Kind != runtime.ApprovalRequest {
+		t.Fatalf("first request = %v (%q), want an approval request", obs.Kind, obs.Why)
+	}
+	if aps := w.e.Approvals(); len(aps) != 1 || aps[0].ID != obs.Approval.ID {
+		t.Fatalf("approvals once journaled = %+v", aps)
+	}
+}

@@ -246,7 +246,7 @@ func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v gove
 	}
 	p := &pending{rec: ap, decided: make(chan struct{})}
 	target := ref(w.device, w.capability)
-	if id, busy := e.addPending(target, p); busy {
+	if id, busy := e.reservePending(target, ap.ID); busy {
 		return e.refused(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: target + " already has a pending approval " + id})
 	}
 	rr := w.run.park(now, ap.ID)
@@ -256,30 +256,41 @@ func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v gove
 		e.dropPending(target, ap.ID)
 		return e.failedQuiet(base, "not asking: the request could not be journaled", err)
 	}
+	e.filePending(p)
 	base.Kind, base.Why, base.Stage, base.Mode = ApprovalRequest, v.Why, v.Stage.String(), v.Mode
 	base.Approval = &rec
 	return base
 }
 
-// addPending files p as the pending approval of target, unless target
-// already has one: then it returns that one's id and busy.
-func (e *Engine) addPending(target string, p *pending) (id string, busy bool) {
+// reservePending reserves target for the approval id while its request
+// is journaled, unless target already has one: then it returns that one's
+// id and busy. The approval itself is filed, and can be seen and answered,
+// only once its request is durable.
+func (e *Engine) reservePending(target, id string) (string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if id, busy := e.byTarget[target]; busy {
-		return id, true
+	if cur, busy := e.byTarget[target]; busy {
+		return cur, true
 	}
-	e.approvals[p.rec.ID] = p
-	e.byTarget[target] = p.rec.ID
+	e.byTarget[target] = id
 	return "", false
 }
 
-// dropPending forgets the approval id of target, which was never journaled.
+// filePending files p, whose request is journaled, as pending.
+func (e *Engine) filePending(p *pending) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.approvals[p.rec.ID] = p
+}
+
+// dropPending lifts the reservation of target for id, whose request was
+// never journaled.
 func (e *Engine) dropPending(target, id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.approvals, id)
-	delete(e.byTarget, target)
+	if e.byTarget[target] == id {
+		delete(e.byTarget, target)
+	}
 }
 
 // useAuthorization consumes the single-use authorization of an approval,
