@@ -19,8 +19,9 @@ import (
 //	refused            RefusedBody
 //	failed             FailedBody
 //	approval_requested Approval
-//	approval_answered  AnsweredBody
-//	approval_expired   ClosedBody (also a superseded approval)
+//	approval_answered  AnsweredBody when a person answered; ClosedBody
+//	                   (status "superseded") when the gateway closed it
+//	approval_expired   ClosedBody
 //	acted              Receipt
 //	alarm              AlarmBody
 //	mode_changed       ModeChangedBody
@@ -98,18 +99,23 @@ type FailedBody struct {
 	State      AttemptState `json:"state,omitempty"`
 }
 
-// AnsweredBody is the body of an approval_answered event.
+// AnsweredBody is the body of an approval_answered event that a person
+// gave. Approval and Status are also those of a ClosedBody, so a reader
+// that needs only them reads either.
 type AnsweredBody struct {
-	Approval   string         `json:"approval"`
-	By         string         `json:"by"`
-	Capability string         `json:"capability"`
-	Decision   Decision       `json:"decision"`
-	Device     string         `json:"device"`
-	Person     string         `json:"person"`
-	Reason     string         `json:"reason"`
-	Rule       string         `json:"rule"`
-	RuleWhy    string         `json:"rule_why,omitempty"`
-	Status     ApprovalStatus `json:"status"`
+	Approval   string   `json:"approval"`
+	By         string   `json:"by"`
+	Capability string   `json:"capability"`
+	Decision   Decision `json:"decision"`
+	Device     string   `json:"device"`
+	Person     string   `json:"person"`
+	Reason     string   `json:"reason"`
+	// Record is the approval as it stands after this answer, when it is
+	// still pending (one of several approvals): what a surface republishes.
+	Record  *Approval      `json:"record,omitempty"`
+	Rule    string         `json:"rule"`
+	RuleWhy string         `json:"rule_why,omitempty"`
+	Status  ApprovalStatus `json:"status"`
 }
 
 // ClosedBody is the body of an approval_expired event: an approval that

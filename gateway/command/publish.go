@@ -202,7 +202,7 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 		}
 		return []Message{{Stream: StreamApprovals, Topic: ApprovalTopic(ap.ID), Payload: ev.Body, Retain: true}}, nil
 	case runtime.KindApprovalAnswered, runtime.KindApprovalExpired:
-		id, status, err := closedApproval(ev)
+		id, status, still, err := closedApproval(ev)
 		if err != nil {
 			return nil, err
 		}
@@ -210,10 +210,17 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 			// An empty retained message clears the request.
 			return []Message{{Stream: StreamApprovals, Topic: ApprovalTopic(id), Retain: true}}, nil
 		}
-		// One of several approvals: the request stays, with its answers so far.
-		ap, ok := f.src.Approval(id)
-		if !ok || ap.Status != runtime.ApprovalPending {
-			return nil, nil // a later event closes it
+		// One of several approvals: the request stays, with its answers so
+		// far, as the event recorded them (the same bytes for every fold,
+		// whenever it reads the event). An event written before answers
+		// carried the record is published as the engine holds it now.
+		ap := still
+		if ap == nil {
+			cur, ok := f.src.Approval(id)
+			if !ok || cur.Status != runtime.ApprovalPending {
+				return nil, nil // a later event closes it
+			}
+			ap = &cur
 		}
 		payload, err := Encode(ap)
 		if err != nil {
@@ -230,20 +237,23 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 }
 
 // closedApproval reads which approval an answer or an expiry concerns,
-// and its status after it.
-func closedApproval(ev runtime.Event) (string, runtime.ApprovalStatus, error) {
+// its status after it, and the approval as it stands when an answer left
+// it pending. An approval_answered event a person gave has an
+// AnsweredBody; one the gateway superseded has a ClosedBody; both carry
+// the approval and the status.
+func closedApproval(ev runtime.Event) (string, runtime.ApprovalStatus, *runtime.Approval, error) {
 	if ev.Kind == runtime.KindApprovalAnswered {
 		var a runtime.AnsweredBody
 		if err := ev.DecodeBody(&a); err != nil || a.Approval == "" {
-			return "", "", bodyErr(ev, err)
+			return "", "", nil, bodyErr(ev, err)
 		}
-		return a.Approval, a.Status, nil
+		return a.Approval, a.Status, a.Record, nil
 	}
 	var c runtime.ClosedBody
 	if err := ev.DecodeBody(&c); err != nil || c.Approval == "" {
-		return "", "", bodyErr(ev, err)
+		return "", "", nil, bodyErr(ev, err)
 	}
-	return c.Approval, c.Status, nil
+	return c.Approval, c.Status, nil, nil
 }
 
 // bodyErr is the error for an event whose body could not be read, or

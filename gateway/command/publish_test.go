@@ -156,3 +156,29 @@ func TestSnapshotOfTheEngineState(t *testing.T) {
 		t.Errorf("Snapshot() = %+v, %v; want state/tank-1/level %s", snap, err, want)
 	}
 }
+
+// A partial approval is republished as the event recorded it, whatever the
+// engine holds when a fold reads the event: two folds reading the same
+// event at different times publish the same bytes.
+func TestFoldPartialApprovalIsTheEventsRecord(t *testing.T) {
+	asRecorded := runtime.Approval{ID: "apr-1", Status: runtime.ApprovalPending, Required: 2,
+		Answers: []runtime.AnswerRecord{{By: "console:bob", Decision: runtime.Approve}}}
+	ev := event(t, 7, runtime.KindApprovalAnswered, runtime.AnsweredBody{Approval: "apr-1", By: "console:bob",
+		Decision: runtime.Approve, Status: runtime.ApprovalPending, Record: &asRecorded})
+	early := NewFold(source{approvals: map[string]runtime.Approval{"apr-1": asRecorded}})
+	// Later, the second person has answered and the engine holds it approved.
+	late := NewFold(source{approvals: map[string]runtime.Approval{"apr-1": {ID: "apr-1", Status: runtime.ApprovalApproved}}})
+	a, err := early.Apply(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := late.Apply(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Encode(asRecorded)
+	wantMsg := []string{"approvals/apr-1 " + string(want)}
+	if !slices.Equal(published(a), wantMsg) || !slices.Equal(published(b), wantMsg) {
+		t.Fatalf("early fold %s, late fold %s; want both %s", published(a), published(b), wantMsg)
+	}
+}
