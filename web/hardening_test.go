@@ -16,6 +16,7 @@ import (
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -60,6 +61,13 @@ func TestRangeChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The readings are journaled in the background: a synced commit after
+	// them is written only once they are, so the newest sequence is stable.
+	synced, err := s.j.Commit(t.Context(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindLink}, Durability: runtime.Sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.WaitFor(t, "the engine to learn of the synced event", func() bool { return s.eng.LastSeq() >= synced.Seq })
 	newest := s.eng.LastSeq()
 	beyond := fmt.Sprint(newest + 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
