@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,10 +117,11 @@ type Broker struct {
 	listenOnce sync.Once
 	listenErr  error
 
-	// mu guards addrs, phase and stopping.
+	// mu guards addrs, lns, phase and stopping.
 	mu       sync.Mutex
 	addrs    map[string]string
-	phase    int // phaseNew, phaseListening, phaseRunning or phaseClosed
+	lns      []net.Listener // what Listen bound, closed first when Run stops
+	phase    int            // phaseNew, phaseListening, phaseRunning or phaseClosed
 	stopping bool
 }
 
@@ -215,7 +217,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.spawn(func() { b.flushFailures(b.ctx) })
 	b.answerParked()
 	<-b.ctx.Done()
-	err := b.srv.Close()
+	err := b.shutdown()
 	b.mu.Lock()
 	b.stopping = true
 	b.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // ErrClosed is returned by Listen and Run after Close.
@@ -87,6 +88,7 @@ func (b *Broker) bind() error {
 	defer b.mu.Unlock()
 	for _, l := range got {
 		b.addrs[l.kind] = l.ln.Addr().String()
+		b.lns = append(b.lns, l.ln)
 	}
 	if b.phase == phaseNew {
 		b.phase = phaseListening
@@ -108,6 +110,55 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	b.listenOnce.Do(func() { b.listenErr = ErrClosed })
 	return b.srv.Close() // closes the listeners mochi holds
+}
+
+// shutdown stops serving: no new connection, every client disconnected,
+// then the server closed.
+//
+// mochi's Close lists each listener's clients while holding the clients'
+// read lock and takes it a second time inside; a client going away in
+// between asks for the write lock, and both wait forever: the gateway
+// never stops. So the listeners are closed and taken from mochi here
+// (its Close then lists no clients by listener), and the clients are
+// disconnected by this loop until Close has waited for the last one.
+func (b *Broker) shutdown() error {
+	b.mu.Lock()
+	lns := b.lns
+	kinds := make([]string, 0, len(b.addrs))
+	for kind := range b.addrs {
+		kinds = append(kinds, kind)
+	}
+	b.mu.Unlock()
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	for _, kind := range kinds {
+		b.srv.Listeners.Delete(kind)
+	}
+	stop := make(chan struct{})
+	var drain sync.WaitGroup
+	drain.Go(func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			// Again on every tick: a connection accepted just before its
+			// listener closed joins late.
+			for _, cl := range b.srv.Clients.GetAll() {
+				if !cl.Closed() {
+					_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	err := b.srv.Close() // waits for every client's goroutine
+	close(stop)
+	drain.Wait()
+	return err
 }
 
 // The phases of a broker, guarded by Broker.mu.
