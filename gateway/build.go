@@ -348,6 +348,12 @@ func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, seen 
 		if s.ID == dc.ID {
 			c.errf(p.with("id"), "device %s is defined twice", dc.ID)
 		}
+		// One thing in the world, one id: a second id for the same
+		// address would get around the first one's lock, dwell, rate and
+		// pending approval.
+		if dc.Address != "" && s.Driver == dc.Driver && s.Address == dc.Address && s.ID != dc.ID {
+			c.errf(p.with("address"), "device %s has the address %q of device %s on driver %s; one device, one id", dc.ID, dc.Address, s.ID, dc.Driver)
+		}
 	}
 	if dc.Area != "" {
 		if _, err := governance.ParseScope(dc.Area); err != nil {
