@@ -65,7 +65,10 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		base.Kind, base.Why, base.Receipt = Failed, a.Why, rc
 		return base
 	}
-	dctx, cancel := context.WithTimeout(ctx, e.opts.DriverTimeout)
+	// Once the driver is called, the call is not cut short by a cancel or
+	// a stop: a write torn half way is exactly the one whose outcome
+	// nobody knows. The driver timeout bounds it.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.DriverTimeout)
 	err := e.callWrite(dctx, ent.Driver, w.device, w.capability, w.value)
 	cancel()
 	target := ref(w.device, w.capability)
@@ -158,7 +161,7 @@ func driverWhy(o devices.Outcome, device string, err error) string {
 func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c *devices.Capability, rc *Receipt, cause error) Observation {
 	target := ref(a.Device, a.Capability)
 	a.State, a.Updated = AttemptUnknown, e.now()
-	unanswered := errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, context.Canceled) || errors.Is(cause, errDriverPanicked)
+	unanswered := errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, errDriverPanicked)
 	a.Why = "the driver could not tell whether the act took effect (" + cause.Error() + ")"
 	if unanswered {
 		a.Why = "the driver did not answer (" + cause.Error() + "); whether the act took effect is unknown"

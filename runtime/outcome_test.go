@@ -331,3 +331,23 @@ func (j *executingStall) Commit(ctx context.Context, en runtime.Entry) (runtime.
 	}
 	return j.MemJournal.Commit(ctx, en)
 }
+
+// A stop while the driver writes does not tear the write: the driver gets
+// its time (up to the driver timeout), the act completes, and nothing is
+// left locked for an admin.
+func TestStopDuringAWriteLetsTheDriverFinish(t *testing.T) {
+	w := newWorld(t, func(s *setup) { s.opts.Mode = governance.ModeInterlocked })
+	w.g.SetFault("valve-1", sim.Fault{WriteDelay: 300 * time.Millisecond})
+	done := make(chan runtime.Observation, 1)
+	go func() { done <- w.do("mqtt:alice", "c1", "valve-1", "open", on) }()
+	runtimetest.WaitFor(t, "the driver to have the write", func() bool { return w.g.Count("write", "valve-1", "open") > 0 })
+	runtimetest.Within(t, "the engine's stop", 30*time.Second, func() { _ = w.e.Close() })
+	obs := <-done
+	want(t, obs, runtime.Acted, "")
+	if a, _, _ := w.j.Attempt(context.Background(), "mqtt:alice/c1"); a.State != runtime.AttemptReceipt {
+		t.Fatalf("attempt = %s (%s), want receipt", a.State, a.Why)
+	}
+	if !w.g.State().Valve {
+		t.Fatal("the valve did not open")
+	}
+}

@@ -62,7 +62,7 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 	}
 	if a, locked := e.lockedBy(target); locked {
 		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
-			Why: target + " is locked: attempt " + a.ID + " (key " + a.Key + ") was executing when the gateway stopped and its effect is unknown; an admin must resolve it"}, w.value)
+			Why: target + " is locked: attempt " + a.ID + " (key " + a.Key + ") has an unknown effect (" + a.Why + "); an admin must resolve it"}, w.value)
 	}
 	// One snapshot of the configuration for the whole step: its policy,
 	// envelope, interlocks and the judge's rules agree.
