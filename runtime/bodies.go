@@ -188,8 +188,11 @@ type ReconciledBody struct {
 	Found      Found        `json:"found"`
 	Key        string       `json:"key"`
 	Observed   *value.Value `json:"observed"`
-	Value      value.Value  `json:"value"`
-	Why        string       `json:"why"`
+	// Receipt is the act's receipt as the read-back confirmed it, when the
+	// reconciliation found that it acted.
+	Receipt *Receipt    `json:"receipt,omitempty"`
+	Value   value.Value `json:"value"`
+	Why     string      `json:"why"`
 }
 
 // LoginBody is the body of a login event: a login or logout on the

@@ -261,7 +261,7 @@ func (e *Engine) settleFound(ctx context.Context, a Attempt, by, why string, fou
 	rec := a
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindReconciled, Run: a.Run, Step: a.Step, Device: a.Device}, ReconciledBody{
 		Attempt: a.ID, Key: a.Key, Device: a.Device, Capability: a.Capability, Value: a.Value,
-		Found: found, Observed: observed, By: by, Why: why,
+		Found: found, Observed: observed, Receipt: state, By: by, Why: why,
 	}, func(en *Entry) {
 		en.Attempt = &rec
 		if state != nil {

@@ -195,6 +195,52 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 			return out, err
 		}
 		return append(out, m), nil
+	case runtime.KindFailed:
+		var fb runtime.FailedBody
+		if err := ev.DecodeBody(&fb); err != nil || fb.Device == "" {
+			return nil, bodyErr(ev, err)
+		}
+		s := f.state(fb.Device, fb.Capability)
+		switch {
+		case fb.Attempt != "" && fb.State == runtime.AttemptUnknown:
+			// The latest act's outcome is unknown: nothing confirmed it.
+			s.Confirmation, s.Attempt = runtime.NotChecked, fb.Attempt
+		case fb.Attempt == "" && fb.Outcome != "" && s.Value != nil:
+			// A read the driver failed: the last value is no longer good.
+			s.Quality = devices.QualityBad.String()
+		default:
+			return nil, nil
+		}
+		m, err := stateMessage(s)
+		if err != nil {
+			return nil, err
+		}
+		return []Message{m}, nil
+	case runtime.KindReconciled:
+		var rb runtime.ReconciledBody
+		if err := ev.DecodeBody(&rb); err != nil || rb.Device == "" {
+			return nil, bodyErr(ev, err)
+		}
+		rc := rb.Receipt
+		if rb.Found != runtime.FoundActed || rc == nil {
+			return nil, nil // found not acted: the state stands as it was
+		}
+		payload, err := Encode(rc)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the receipt of attempt %s: %w", rc.Attempt, err)
+		}
+		out := []Message{{Stream: StreamReceipts, Topic: ReceiptTopic(rc.Device, rc.Capability), Payload: payload}}
+		s := f.state(rc.Device, rc.Capability)
+		s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
+		if rc.Observed != nil {
+			v := *rc.Observed
+			s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
+		}
+		m, err := stateMessage(s)
+		if err != nil {
+			return out, err
+		}
+		return append(out, m), nil
 	case runtime.KindApprovalRequested:
 		var ap runtime.Approval
 		if err := ev.DecodeBody(&ap); err != nil || ap.ID == "" {

@@ -182,3 +182,43 @@ func TestFoldPartialApprovalIsTheEventsRecord(t *testing.T) {
 		t.Fatalf("early fold %s, late fold %s; want both %s", published(a), published(b), wantMsg)
 	}
 }
+
+// The state follows what the journal says after an act or a read went
+// wrong: a failed read makes the last value bad, an unknown outcome makes
+// the latest act unconfirmed, and a reconciliation publishes the receipt
+// it confirmed.
+func TestFoldStateAfterFailures(t *testing.T) {
+	t.Parallel()
+	v := value.Number(60)
+	f := NewFold(source{states: []runtime.StateRecord{{Device: "tank-1", Capability: "level",
+		Reading: &devices.Reading{Value: v, At: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), Quality: devices.QualityGood}},
+		{Device: "valve-1", Capability: "open", Receipt: &runtime.Receipt{Attempt: "act-old", Confirmation: runtime.Confirmed}}}})
+	msgs, err := f.Apply(event(t, 1, runtime.KindFailed, runtime.FailedBody{Device: "tank-1", Capability: "level",
+		Error: "device tank-1 is offline", Outcome: "offline"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := published(msgs); len(got) != 1 || !strings.Contains(got[0], `"value":60`) || !strings.Contains(got[0], `"quality":"bad"`) {
+		t.Fatalf("after a failed read: %s", got)
+	}
+	msgs, err = f.Apply(event(t, 2, runtime.KindFailed, runtime.FailedBody{Device: "valve-1", Capability: "open", Attempt: "act-new",
+		State: runtime.AttemptUnknown, Error: "no answer", Outcome: "unknown"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := published(msgs); len(got) != 1 || !strings.Contains(got[0], `"confirmation":"not_checked","attempt":"act-new"`) {
+		t.Fatalf("after an unknown outcome: %s", got)
+	}
+	open := value.Bool(true)
+	rc := runtime.Receipt{Attempt: "act-new", Device: "valve-1", Capability: "open", Value: open, Confirmation: runtime.Confirmed, Observed: &open}
+	msgs, err = f.Apply(event(t, 3, runtime.KindReconciled, runtime.ReconciledBody{Attempt: "act-new", Device: "valve-1", Capability: "open",
+		Found: runtime.FoundActed, Observed: &open, Receipt: &rc, Value: open}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := published(msgs)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "receipts/valve-1/open ") || !strings.Contains(got[1], `"value":true`) ||
+		!strings.Contains(got[1], `"confirmation":"confirmed","attempt":"act-new"`) {
+		t.Fatalf("after the reconciliation: %s", got)
+	}
+}
