@@ -96,7 +96,9 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 		}
 	}
 	if next.Kind == "mode_change" && next.Status == ApprovalApproved {
-		e.applyMode(ctx, next.Mode, a.By, "approved "+id)
+		if err := e.applyMode(ctx, next.Mode, a.By, "approved "+id); err != nil {
+			return next, err
+		}
 	}
 	return next, nil
 }

@@ -1,7 +1,9 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -124,4 +127,32 @@ func TestTimeBoundModeRunsOutEverywhere(t *testing.T) {
 			t.Fatalf("SetMode after maintenance ran out = %+v, approval %v; want supervised and an approval to ask", rec, ap)
 		}
 	})
+}
+
+// A narrowing the journal cannot record stands, and the caller is told it
+// will not survive a restart.
+func TestUnjournaledNarrowingIsSaid(t *testing.T) {
+	w := newWorld(t, func(s *setup) {
+		s.opts.Mode = governance.ModeInterlocked
+		s.journal = func(m *runtimetest.MemJournal) runtime.Journal {
+			return &refusingJournal{MemJournal: m, kind: runtime.KindModeChanged}
+		}
+	})
+	rec, _, err := w.e.SetMode(w.ctx, "console:ann", governance.ModeObserve, "closing up")
+	if rec.Name != governance.ModeObserve || err == nil || !strings.Contains(err.Error(), "until the gateway restarts") || !errors.Is(err, runtime.ErrNotWitnessed) {
+		t.Fatalf("SetMode with a journal that refuses = %+v, %v; want observe in force and an error saying it is not journaled", rec, err)
+	}
+}
+
+// refusingJournal fails every commit of one kind of event.
+type refusingJournal struct {
+	*runtimetest.MemJournal
+	kind runtime.Kind
+}
+
+func (j *refusingJournal) Commit(ctx context.Context, en runtime.Entry) (runtime.Event, error) {
+	if en.Event.Kind == j.kind {
+		return runtime.Event{}, errors.New("disk full")
+	}
+	return j.MemJournal.Commit(ctx, en)
 }

@@ -480,6 +480,14 @@ func newID(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
+// newErrorID returns an id for a log line whose detail a client is not
+// shown: "err-" and 12 hex digits, as every surface's error ids.
+func newErrorID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "err-" + hex.EncodeToString(b[:])
+}
+
 func ref(device, capability string) string { return device + "." + capability }
 
 func splitRef(s string) (string, string) {

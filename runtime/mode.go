@@ -42,7 +42,7 @@ func (e *Engine) currentMode(ctx context.Context) string {
 // is taken against an expired mode. e.decide must be held.
 func (e *Engine) fallBackIfExpired(ctx context.Context) {
 	if name, expired := e.modeNow(); expired {
-		e.applyMode(ctx, governance.ModeSupervised, "gateway", name+" reached its max_duration")
+		_ = e.applyMode(ctx, governance.ModeSupervised, "gateway", name+" reached its max_duration") // logged if not journaled
 	}
 }
 
@@ -72,8 +72,8 @@ func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeReco
 		return e.modeRecord(), nil, err
 	}
 	if !widens {
-		e.applyMode(ctx, name, by, reason)
-		return e.modeRecord(), nil, nil
+		err := e.applyMode(ctx, name, by, reason)
+		return e.modeRecord(), nil, err
 	}
 	rec := ap
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindApprovalRequested}, &rec, func(en *Entry) { en.Approval = &rec }); err != nil {
@@ -118,7 +118,7 @@ func (e *Engine) modeRequest(by, name, reason string) (Approval, bool, error) {
 // the disk syncs, and it stands even if the journal cannot record it,
 // because narrowing is always safe. A widening takes effect only once it
 // is journaled. e.decide must be held.
-func (e *Engine) applyMode(ctx context.Context, name, by, reason string) {
+func (e *Engine) applyMode(ctx context.Context, name, by, reason string) error {
 	e.mu.Lock()
 	m, from := e.conf().modes[name], e.mode.Name
 	widens := m.SwitchWidens(e.conf().modes[from]) != ""
@@ -138,10 +138,17 @@ func (e *Engine) applyMode(ctx context.Context, name, by, reason string) {
 	}
 	rec := next
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindModeChanged}, ModeChangedBody{From: from, To: name, By: by,
-		Reason: reason, Expires: next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil || !widens {
-		return
+		Reason: reason, Expires: next.Expires}, func(en *Entry) { en.Mode = &rec }); err != nil {
+		if widens {
+			return fmt.Errorf("mode %s is not in force: %w", name, err)
+		}
+		e.log.Error("a narrower mode is in force but not journaled: it does not survive a restart", "mode", name, "by", by, "error", err)
+		return fmt.Errorf("mode %s is in force until the gateway restarts, but the journal could not record it: %w", name, err)
 	}
-	set()
+	if widens {
+		set()
+	}
+	return nil
 }
 
 func (e *Engine) expireModeApprovals(ctx context.Context) {

@@ -159,7 +159,7 @@ func (e *Engine) refusedInternal(ctx context.Context, base Observation, why stri
 	if errors.As(err, &pr) {
 		why += ": " + pr.PublicReason()
 	}
-	id := newID("err")
+	id := newErrorID()
 	e.log.Warn(why, "error_id", id, "device_id", base.Device, "capability", base.Capability, "error", err)
 	obs := e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
 		Why: why + " (error id " + id + ")"}, v)

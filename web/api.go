@@ -544,6 +544,10 @@ func (s *Server) setMode(c echo.Context, mode, reason string) (runtime.ModeRecor
 		return rec, nil, problem(http.StatusBadRequest, `field "mode": `+clipIn(err.Error(), mode, reason))
 	case errors.Is(err, runtime.ErrModeChangePending):
 		return rec, nil, problem(http.StatusConflict, err.Error())
+	case err != nil && rec.Name == mode:
+		// A narrowing stands even when the journal cannot record it; say
+		// so, for it will not survive a restart.
+		return rec, nil, s.engineError(c, err, "mode "+mode+" is in force until the gateway restarts, but the journal could not record it")
 	case err != nil:
 		return rec, nil, s.engineError(c, err, "the mode could not be changed")
 	}
