@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,8 +81,10 @@ func bind(c echo.Context, v any) error {
 		var te *json.UnmarshalTypeError
 		var se *json.SyntaxError
 		switch {
+		case errors.As(err, &te) && te.Field == "":
+			return problem(http.StatusBadRequest, "the body: want a JSON object, got a JSON "+te.Value)
 		case errors.As(err, &te):
-			return problem(http.StatusBadRequest, fmt.Sprintf("field %q: want a %s, got a JSON %s", te.Field, te.Type, te.Value))
+			return problem(http.StatusBadRequest, fmt.Sprintf("field %q: want a %s, got a JSON %s", te.Field, jsonKind(te.Type), te.Value))
 		case errors.As(err, &se):
 			return problem(http.StatusBadRequest, fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -100,6 +103,23 @@ func bind(c echo.Context, v any) error {
 		return problem(http.StatusBadRequest, "the body: "+err.Error())
 	}
 	return nil
+}
+
+// jsonKind names what JSON a Go type takes, in the words of the body
+// rather than of the code.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "bool"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	}
+	return "object"
 }
 
 // capView is a capability with its state.

@@ -194,6 +194,8 @@ func TestAuthAndRoles(t *testing.T) {
 func TestBadRequestsNameTheProblem(t *testing.T) {
 	s := newSite(t, siteOptions{})
 	s.expect("POST", "/api/v1/commands", "operator", `{"device": 5}`, 400, `field "device": want a string`)
+	s.expect("POST", "/api/v1/commands", "operator", `[]`, 400, `the body: want a JSON object, got a JSON array`)
+	s.expect("POST", "/api/v1/mode", "operator", `{"mode": ["observe"]}`, 400, `field "mode": want a string, got a JSON array`)
 	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":"yes"}`, 400, `field "value": want a bool`)
 	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","valu":1}`, 400, `unknown field "valu"`)
 	s.expect("POST", "/api/v1/commands", "operator", `{"device":"boiler","capability":"on","value":true}`, 404, "boiler is not online")
