@@ -116,16 +116,31 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shadowgate serve: --log-level %q: want debug, info, warn or error\n", *level)
 		return exitUsage
 	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	// The signals are taken before anything else: a SIGHUP from a
+	// supervisor just after the start must not end the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer ignoreHangups(log)()
 	cfg, err := load(*configPath, *demo)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitConfiguration
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	defer ignoreHangups(log)()
-	if *demo {
+	// Ready is called once every port is bound: only then is the way in
+	// told, and a supervisor or a person may use it.
+	ready := func(p gateway.Parts) {
+		attrs := []any{"version", version, "mode", p.Engine.Mode(ctx).Name}
+		if p.Web != nil {
+			attrs = append(attrs, "console", p.Web.Addr())
+		}
+		if p.MQTT != nil {
+			attrs = append(attrs, "mqtt", p.MQTT.Addr("tcp"))
+		}
+		log.Info("gateway ready", attrs...)
+		if !*demo {
+			return
+		}
 		fmt.Fprintf(stderr, "shadowgate %s: demo greenhouse on simulated devices, mode %s; every write asks a person.\n"+
 			"The plan irrigate runs every minute and its writes wait for approval; stop with Ctrl-C.\n", version, cfg.Mode)
 		if w := cfg.Web; w != nil {
@@ -143,7 +158,7 @@ func serve(args []string, stderr io.Writer) int {
 				host, port, demoUser, demoPassword, m.Prefix)
 		}
 	}
-	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: *demo, Logger: log}); err != nil {
+	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: *demo, Logger: log, Ready: ready}); err != nil {
 		log.Error("gateway failed", "error", err)
 		return exitUnavailable
 	}
