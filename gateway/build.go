@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -223,6 +224,39 @@ func (c *checker) value(p path, n *yaml.Node, t value.Type, enum []string) (valu
 	return v, true
 }
 
+// listenersApart reports two listeners of the gateway on one port: the
+// second would fail to bind against the gateway's own first.
+func (c *checker) listenersApart(b *Built) {
+	type listener struct {
+		at   path
+		addr string
+	}
+	var ls []listener
+	if m := b.MQTT; m != nil {
+		ls = append(ls, listener{path{"mqtt", "listen"}, m.Listen}, listener{path{"mqtt", "tls", "listen"}, m.TLSListen},
+			listener{path{"mqtt", "websocket", "listen"}, m.WebsocketListen})
+	}
+	if w := b.Web; w != nil {
+		ls = append(ls, listener{path{"web", "listen"}, w.Listen})
+	}
+	for i, a := range ls {
+		ah, ap, err := net.SplitHostPort(a.addr)
+		if err != nil || ap == "0" || ap == "" {
+			continue
+		}
+		for _, o := range ls[:i] {
+			oh, op, err := net.SplitHostPort(o.addr)
+			if err != nil || op != ap {
+				continue
+			}
+			// One port, and hosts that overlap: the same one, or any.
+			if ah == oh || ah == "" || oh == "" || ah == "0.0.0.0" || oh == "0.0.0.0" || ah == "::" || oh == "::" {
+				c.errf(a.at, "%s is the port of %s (%s); each listener needs a port of its own", a.addr, o.at, o.addr)
+			}
+		}
+	}
+}
+
 // build checks cfg and returns what it describes.
 func (c *checker) build(cfg *Config) *Built {
 	b := &Built{File: c.file, GatewayID: cfg.Gateway.ID, StateDir: cfg.Gateway.StateDir, Policies: map[string]runtime.CapPolicy{}}
@@ -308,6 +342,7 @@ func (c *checker) build(cfg *Config) *Built {
 		b.Uplink = c.uplink(path{"uplink"}, cfg.Uplink, b.GatewayID)
 	}
 	b.Web = c.web(path{"web"}, cfg.Web)
+	c.listenersApart(b)
 	b.Person = c.people(cfg, b).person
 	plans := map[string]bool{}
 	for i, pc := range cfg.Plans {

@@ -72,6 +72,7 @@ var badConfigs = []struct {
 	{"unknown driver", strings.Replace(minimal, "    driver: sim\n    address: pump", "    driver: gpio\n    address: pump", 1), `c.yaml:9:13: devices[1].driver: unknown driver "gpio"; define it under drivers`},
 	{"bad kind", strings.Replace(minimal, "kind: sensor", "kind: meter", 1), `c.yaml:7:40: devices[0].capabilities[0].kind: unknown capability kind "meter" (want sensor or actuator)`},
 	{"sim misfit", strings.Replace(minimal, "address: tank", "address: boiler", 1), `c.yaml:6:14: devices[0].address: sim device tank-1: unknown address "boiler"`},
+	{"one port, two listeners", minimal + "web: {listen: \"127.0.0.1:1883\"}\n", `web.listen: 127.0.0.1:1883 is the port of mqtt.listen (:1883); each listener needs a port of its own`},
 	{"one address, two ids", strings.Replace(minimal, "    address: pump", "    address: tank", 1), `c.yaml:10:14: devices[1].address: device pump-1 has the address "tank" of device tank-1 on driver sim; one device, one id`},
 	{"duplicate device", strings.Replace(minimal, "id: pump-1", "id: tank-1", 1), `devices[1].id: device tank-1 is defined twice`},
 	{"bad duration", minimal + "approvals: {timeout: soon}\n", `c.yaml:18:22: approvals.timeout: "soon" is not a positive duration`},
