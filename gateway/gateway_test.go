@@ -149,6 +149,33 @@ func TestStartupLogShowsTheModeInForce(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	if out := startLog(t, b); !strings.Contains(out, `msg="mode in force" mode=observe`) || !strings.Contains(out, "configured_mode=supervised") {
+		t.Fatalf("the startup log does not name the mode in force:\n%s", out)
+	}
+}
+
+// A configured device that no driver reaches at the start is named in the
+// log: otherwise it is simply missing, and commands to it fail.
+func TestStartupLogNamesADeviceNotOnline(t *testing.T) {
+	y := strings.Replace(string(examples.Demo), "    type: sim\n", "    type: sim\n    sim: {faults: {valve-1: {offline: true}}}\n", 1)
+	b, err := Load("demo.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.MQTT.Listen, b.Web.Listen, b.StateDir, b.Plans = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), nil
+	out := startLog(t, b)
+	if !strings.Contains(out, "a configured device is not online") || !strings.Contains(out, "device_id=valve-1") {
+		t.Fatalf("the startup log does not name valve-1, which is offline:\n%s", out)
+	}
+	if strings.Contains(out, "device_id=tank-1 driver") {
+		t.Fatalf("the startup log names an online device as offline:\n%s", out)
+	}
+}
+
+// startLog runs the gateway on b until it is ready, stops it, and returns
+// what it logged.
+func startLog(t *testing.T, b *Built) string {
+	t.Helper()
 	var logs runtimetest.LogBuffer
 	ctx, cancel := context.WithCancel(t.Context())
 	ready, done := make(chan struct{}), make(chan error, 1)
@@ -164,7 +191,5 @@ func TestStartupLogShowsTheModeInForce(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if out := logs.String(); !strings.Contains(out, `msg="mode in force" mode=observe`) || !strings.Contains(out, "configured_mode=supervised") {
-		t.Fatalf("the startup log does not name the mode in force:\n%s", out)
-	}
+	return logs.String()
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -88,6 +89,7 @@ func (g *instance) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.sayOffline(reg)
 	cfg := g.cfg
 	g.eng, err = runtime.New(ctx, runtime.Options{
 		Registry: reg, Journal: g.journal, Policies: cfg.Policies, Modes: cfg.Modes, Mode: cfg.Mode, Rules: cfg.Rules,
@@ -109,6 +111,24 @@ func (g *instance) build(ctx context.Context) error {
 		return err
 	}
 	return g.buildSurfaces()
+}
+
+// sayOffline warns of each configured device that no driver reaches at
+// the start: it is not listed and every command to it fails until its
+// driver sees it, and nothing else would say so.
+func (g *instance) sayOffline(reg *devices.Registry) {
+	online := map[string]bool{}
+	for _, d := range reg.Drivers() {
+		for _, dev := range d.Devices() {
+			online[dev.ID] = true
+		}
+	}
+	for _, d := range g.cfg.Devices {
+		if !online[d.ID] {
+			g.log.Warn("a configured device is not online; commands to it fail until its driver reaches it",
+				"device_id", d.ID, "driver", d.Driver, "address", d.Address)
+		}
+	}
 }
 
 // openStateDir makes the state directory, or a temporary one for the
