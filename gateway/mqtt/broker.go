@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/access"
@@ -117,11 +117,12 @@ type Broker struct {
 	listenOnce sync.Once
 	listenErr  error
 
-	// mu guards addrs, lns, phase and stopping.
+	// mu guards addrs, lns, served, phase and stopping.
 	mu       sync.Mutex
 	addrs    map[string]string
-	lns      []net.Listener // what Listen bound, closed first when Run stops
-	phase    int            // phaseNew, phaseListening, phaseRunning or phaseClosed
+	lns      []*trackedListener   // what Listen bound, and the connections they took
+	served   []listeners.Listener // the same, as mochi serves them
+	phase    int                  // phaseNew, phaseListening, phaseRunning or phaseClosed
 	stopping bool
 }
 

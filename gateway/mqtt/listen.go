@@ -14,7 +14,6 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // ErrClosed is returned by Listen and Run after Close.
@@ -34,8 +33,10 @@ func (b *Broker) Listen() error {
 
 // bound is one listener Listen bound.
 type bound struct {
-	kind string // "tcp", "tls" or "ws"
-	ln   net.Listener
+	kind    string // "tcp", "tls" or "ws"
+	ln      net.Listener
+	tracked *trackedListener // ln, or what it wraps
+	served  listeners.Listener
 }
 
 func (b *Broker) bind() error {
@@ -51,15 +52,17 @@ func (b *Broker) bind() error {
 		if addr == "" {
 			return
 		}
-		ln, err := net.Listen("tcp", addr)
+		raw, err := net.Listen("tcp", addr)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("mqtt %s listener on %s: %w", kind, addr, err))
 			return
 		}
+		tl := track(raw)
+		var ln net.Listener = tl
 		if tc != nil {
-			ln = tls.NewListener(ln, tc)
+			ln = tls.NewListener(tl, tc)
 		}
-		got = append(got, bound{kind: kind, ln: ln})
+		got = append(got, bound{kind: kind, ln: ln, tracked: tl})
 	}
 	try("tcp", b.opts.Listen, nil)
 	try("tls", b.opts.TLSListen, b.opts.TLS)
@@ -70,14 +73,14 @@ func (b *Broker) bind() error {
 		}
 		return errors.Join(errs...)
 	}
-	for i, l := range got {
-		var ml listeners.Listener
+	for i := range got {
+		l := &got[i]
 		if l.kind == "ws" {
-			ml = newWSListener(l.kind, l.ln, b.opts.Logger)
+			l.served = newWSListener(l.kind, l.ln, b.opts.Logger)
 		} else {
-			ml = listeners.NewNet(l.kind, l.ln)
+			l.served = listeners.NewNet(l.kind, l.ln)
 		}
-		if err := b.srv.AddListener(ml); err != nil {
+		if err := b.srv.AddListener(l.served); err != nil {
 			for _, rest := range got[i:] {
 				_ = rest.ln.Close()
 			}
@@ -88,7 +91,8 @@ func (b *Broker) bind() error {
 	defer b.mu.Unlock()
 	for _, l := range got {
 		b.addrs[l.kind] = l.ln.Addr().String()
-		b.lns = append(b.lns, l.ln)
+		b.lns = append(b.lns, l.tracked)
+		b.served = append(b.served, l.served)
 	}
 	if b.phase == phaseNew {
 		b.phase = phaseListening
@@ -112,52 +116,98 @@ func (b *Broker) Close() error {
 	return b.srv.Close() // closes the listeners mochi holds
 }
 
-// shutdown stops serving: no new connection, every client disconnected,
-// then the server closed.
+// shutdown stops serving: no new connection, every connection closed,
+// then the server closed once every connection's goroutine has ended.
 //
-// mochi's Close lists each listener's clients while holding the clients'
-// read lock and takes it a second time inside; a client going away in
-// between asks for the write lock, and both wait forever: the gateway
-// never stops. So the listeners are closed and taken from mochi here
-// (its Close then lists no clients by listener), and the clients are
-// disconnected by this loop until Close has waited for the last one.
+// mochi's Close alone is not enough. It lists each listener's clients
+// holding the clients' read lock and takes it a second time inside; a
+// client being deleted in between queues for the write lock and both wait
+// forever. And it disconnects only clients that sent CONNECT, politely: a
+// connection that never sent one, or a client that stopped reading (its
+// writer stuck in a write, holding the client's lock), would keep it
+// waiting for ever. So the listeners are stopped and taken out of mochi
+// here, and every connection they accepted is closed under it.
 func (b *Broker) shutdown() error {
 	b.mu.Lock()
-	lns := b.lns
+	tracked, served := b.lns, b.served
 	kinds := make([]string, 0, len(b.addrs))
 	for kind := range b.addrs {
 		kinds = append(kinds, kind)
 	}
 	b.mu.Unlock()
-	for _, ln := range lns {
-		_ = ln.Close()
+	for _, ml := range served {
+		ml.Close(func(string) {}) // stop accepting; the clients go below
 	}
 	for _, kind := range kinds {
 		b.srv.Listeners.Delete(kind)
 	}
-	stop := make(chan struct{})
-	var drain sync.WaitGroup
-	drain.Go(func() {
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			// Again on every tick: a connection accepted just before its
-			// listener closed joins late.
-			for _, cl := range b.srv.Clients.GetAll() {
-				if !cl.Closed() {
-					_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
-				}
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
+	for _, tl := range tracked {
+		tl.closeAll()
+	}
+	return b.srv.Close() // waits for every connection's goroutine
+}
+
+// trackedListener is a listener that keeps the connections it accepted,
+// so that a stop can close every one of them, and takes no more once it
+// is closed.
+type trackedListener struct {
+	net.Listener
+	// mu guards conns and closed.
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+func track(ln net.Listener) *trackedListener {
+	return &trackedListener{Listener: ln, conns: map[*trackedConn]struct{}{}}
+}
+
+// Accept returns the next connection, kept until it is closed.
+func (l *trackedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+// closeAll closes the listener and every connection it accepted.
+func (l *trackedListener) closeAll() {
+	l.mu.Lock()
+	l.closed = true
+	conns := make([]*trackedConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	_ = l.Listener.Close()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// trackedConn is a connection its listener forgets once it is closed.
+type trackedConn struct {
+	net.Conn
+	l    *trackedListener
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		defer c.l.mu.Unlock()
+		delete(c.l.conns, c)
 	})
-	err := b.srv.Close() // waits for every client's goroutine
-	close(stop)
-	drain.Wait()
 	return err
 }
 

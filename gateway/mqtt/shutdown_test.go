@@ -53,3 +53,33 @@ func TestStopWhileClientsGoAway(t *testing.T) {
 		leaving.Wait()
 	}
 }
+
+// A connection that never sends CONNECT is not a client mochi knows, and
+// its own Close waited for it for ever: the broker's stop closes it.
+func TestStopWithASilentConnection(t *testing.T) {
+	gw := startGW(t, gwOptions{})
+	c, err := net.DialTimeout("tcp", gw.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Give the broker the connection before it stops.
+	runtimetest.WaitFor(t, "the broker to take the connection", func() bool {
+		gw.b.mu.Lock()
+		defer gw.b.mu.Unlock()
+		for _, tl := range gw.b.lns {
+			tl.mu.Lock()
+			n := len(tl.conns)
+			tl.mu.Unlock()
+			if n > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	runtimetest.Within(t, "the broker's stop", 30*time.Second, gw.stop)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the silent connection is still open after the stop")
+	}
+}
