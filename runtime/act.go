@@ -61,7 +61,7 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 			Driver: "not called", Confirmation: NotChecked, At: e.now()}
 		a.Receipt, a.Why = rc, "cancelled before the driver was called"
 		_ = e.commitStep(context.WithoutCancel(ctx), &a, base, AttemptFailed, KindFailed, FailedBody{Device: w.device,
-			Capability: w.capability, Error: a.Why, Outcome: devices.OutcomeFailed.String(), Receipt: rc})
+			Capability: w.capability, Attempt: a.ID, State: AttemptFailed, Error: a.Why, Outcome: devices.OutcomeFailed.String(), Receipt: rc})
 		base.Kind, base.Why, base.Receipt = Failed, a.Why, rc
 		return base
 	}
@@ -73,6 +73,9 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	cancel()
 	target := ref(w.device, w.capability)
 	rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value, Driver: "ok"}
+	// What follows records what the driver did: a stop or a cancel now
+	// must not keep it from the journal.
+	ctx = context.WithoutCancel(ctx)
 	if err != nil && writeOutcome(err) == devices.OutcomeUnknown {
 		// The command may have reached the device: its effect is unknown,
 		// exactly as after a crash in the middle of a write.
@@ -85,8 +88,8 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		code, _ := devices.RefusalCode(err)
 		rc.Driver, rc.Confirmation, rc.At = err.Error(), NotChecked, e.now()
 		a.Receipt, a.Why = rc, err.Error()
-		_ = step(AttemptFailed, Sync, KindFailed, FailedBody{Device: w.device, Capability: w.capability, Error: err.Error(),
-			Outcome: outcome.String(), Code: code, Receipt: rc})
+		_ = step(AttemptFailed, Sync, KindFailed, FailedBody{Device: w.device, Capability: w.capability, Attempt: a.ID,
+			State: AttemptFailed, Error: err.Error(), Outcome: outcome.String(), Code: code, Receipt: rc})
 		base.Kind, base.Why, base.Receipt = Failed, driverWhy(outcome, w.device, err), rc
 		return base
 	}

@@ -156,3 +156,42 @@ func (j *refusingJournal) Commit(ctx context.Context, en runtime.Entry) (runtime
 	}
 	return j.MemJournal.Commit(ctx, en)
 }
+
+// A narrowing closes the widenings asked for against the mode it left;
+// staying in a time-bound mode does not re-arm its time; a rule from the
+// configuration is removed in the file, not at run time.
+func TestModeAndRuleLoopholes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfgRule := governance.Rule{ID: "from-file", Principal: "mqtt:*", Device: "heater-1", Capability: "on",
+			Decision: governance.DecideAllow, ExpiresAt: time.Now().Add(time.Hour), MadeBy: "configuration"}
+		w := newWorld(t, func(s *setup) { s.opts.Rules = []governance.Rule{cfgRule} })
+		_, ap, err := w.e.SetMode(w.ctx, "console:root", governance.ModeMaintenance, "pump service")
+		if err != nil || ap == nil {
+			t.Fatalf("SetMode(maintenance) = %v, %v; want an approval to ask", ap, err)
+		}
+		if _, _, err := w.e.SetMode(w.ctx, "console:olga", governance.ModeObserve, "closing up"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.e.Answer(w.ctx, ap.ID, runtime.Answer{By: "console:ann", Admin: true, Decision: runtime.Approve}); !errors.Is(err, runtime.ErrApprovalClosed) {
+			t.Fatalf("approving a widening asked against the mode since left = %v, want ErrApprovalClosed", err)
+		}
+		if got := w.e.Mode(w.ctx).Name; got != governance.ModeObserve {
+			t.Fatalf("mode = %s, want observe", got)
+		}
+
+		if err := w.e.RevokeRule(w.ctx, "from-file", "console:root"); !errors.Is(err, runtime.ErrRuleFromConfiguration) {
+			t.Fatalf("revoking a rule of the file = %v, want ErrRuleFromConfiguration", err)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, func(s *setup) { s.opts.Mode = governance.ModeMaintenance })
+		first := w.e.Mode(w.ctx).Expires
+		time.Sleep(30 * time.Minute)
+		if _, _, err := w.e.SetMode(w.ctx, "console:olga", governance.ModeMaintenance, "a little longer"); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.e.Mode(w.ctx).Expires; !got.Equal(first) {
+			t.Fatalf("staying in maintenance moved its end from %s to %s", first, got)
+		}
+	})
+}

@@ -80,6 +80,9 @@ var (
 	ErrNotPermitted = errors.New("not permitted")
 	// ErrRuleNotFound is returned for a rule id that does not exist.
 	ErrRuleNotFound = errors.New("rule not found")
+	// ErrRuleFromConfiguration is returned for a revocation of a rule the
+	// configuration file makes: it is removed by editing the file.
+	ErrRuleFromConfiguration = errors.New("the rule comes from the configuration file; remove it there")
 	// ErrNotWitnessed is returned when the journal could not record a
 	// decision or a step, so it did not take effect. It is the gateway's
 	// failure, not the caller's.
@@ -369,7 +372,9 @@ func (e *Engine) commit(ctx context.Context, d Durability, ev Event, body any, w
 	}
 	out, err := e.j.Commit(ctx, ent)
 	if err != nil {
-		if !errors.Is(err, ErrIllegalTransition) {
+		// A commit cut short by its caller's context says nothing of the
+		// journal; any other failure does.
+		if !errors.Is(err, ErrIllegalTransition) && ctx.Err() == nil {
 			msg := "journal unwritable: " + err.Error()
 			if e.unhealthy.CompareAndSwap(nil, &msg) {
 				e.log.Error("journal commit failed; actuations are refused from now on", "kind", ev.Kind, "error", err)

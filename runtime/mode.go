@@ -67,6 +67,9 @@ func (e *Engine) SetMode(ctx context.Context, by, name, reason string) (ModeReco
 	e.decide.Lock()
 	defer e.decide.Unlock()
 	e.fallBackIfExpired(ctx)
+	if cur := e.modeRecord(); cur.Name == name {
+		return cur, nil, nil // already in force; a time limit is not re-armed
+	}
 	ap, widens, err := e.modeRequest(by, name, reason)
 	if err != nil {
 		return e.modeRecord(), nil, err
@@ -135,6 +138,9 @@ func (e *Engine) applyMode(ctx context.Context, name, by, reason string) error {
 	}
 	if !widens {
 		set()
+		// A widening asked for against the mode just left was judged
+		// against it: it is asked again, against the mode now in force.
+		defer e.supersedeModeRequests(ctx, "the mode changed to "+name+"; ask again")
 	}
 	rec := next
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindModeChanged}, ModeChangedBody{From: from, To: name, By: by,
@@ -149,6 +155,24 @@ func (e *Engine) applyMode(ctx context.Context, name, by, reason string) error {
 		set()
 	}
 	return nil
+}
+
+// supersedeModeRequests closes every pending mode change. e.decide must be
+// held.
+func (e *Engine) supersedeModeRequests(ctx context.Context, why string) {
+	var open []*pending
+	func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, p := range e.approvals {
+			if p.rec.Kind == "mode_change" && p.rec.Status == ApprovalPending {
+				open = append(open, p)
+			}
+		}
+	}()
+	for _, p := range open {
+		e.closeDecided(ctx, p, ApprovalSuperseded, KindApprovalAnswered, why)
+	}
 }
 
 func (e *Engine) expireModeApprovals(ctx context.Context) {

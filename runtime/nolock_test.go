@@ -76,8 +76,22 @@ func TestStalledCommitStallsNoOtherStep(t *testing.T) {
 		{
 			name: "a rule's revocation",
 			kind: runtime.KindRuleRevoked,
-			decide: func(ctx context.Context, e *runtime.Engine, _ string) {
-				_ = e.RevokeRule(ctx, "night-valve", "console:ann")
+			prepare: func(w *world) string {
+				obs := w.do("mqtt:alice", "r1", "valve-1", "open", value.Bool(true))
+				if obs.Kind != runtime.ApprovalRequest {
+					w.t.Fatalf("write valve-1.open = %v (%q), want an approval request", obs.Kind, obs.Why)
+				}
+				w.answer(obs.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.ApproveAndRule, RuleFor: time.Hour})
+				for _, r := range w.e.Rules() {
+					if r.Rule.Device == "valve-1" {
+						return r.Rule.ID
+					}
+				}
+				w.t.Fatal("approve and add a rule made no rule")
+				return ""
+			},
+			decide: func(ctx context.Context, e *runtime.Engine, id string) {
+				_ = e.RevokeRule(ctx, id, "console:ann")
 			},
 		},
 	}

@@ -33,6 +33,10 @@ func (e *Engine) RevokeRule(ctx context.Context, id, by string) error {
 	if !ok {
 		return fmt.Errorf("rule %s: %w", id, ErrRuleNotFound)
 	}
+	if rr.MadeAt.IsZero() {
+		// It would come back from the file at the next start.
+		return fmt.Errorf("rule %s: %w", id, ErrRuleFromConfiguration)
+	}
 	rr.Revoked, rr.RevokedBy = true, by
 	// Revoking narrows: it takes effect at once, before the commit, and
 	// stands for this run of the gateway even if the journal cannot

@@ -399,6 +399,10 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 	case errors.Is(err, runtime.ErrApprovalNotFound):
 		return out, problem(http.StatusNotFound, clipIn(err.Error(), apID, b.Reason))
 	}
+	if out.Kind == "mode_change" && out.Status == runtime.ApprovalApproved {
+		// The approval is recorded; the wider mode it grants is not.
+		return out, s.engineError(c, err, "approved, but mode "+out.Mode+" is not in force: the journal could not record it; ask again")
+	}
 	return out, s.engineError(c, err, "the answer could not be recorded")
 }
 
@@ -619,6 +623,11 @@ func (s *Server) revoke(c echo.Context, id string) error {
 	switch {
 	case errors.Is(err, runtime.ErrRuleNotFound):
 		return problem(http.StatusNotFound, clipIn(err.Error(), id))
+	case errors.Is(err, runtime.ErrRuleFromConfiguration):
+		return problem(http.StatusConflict, clipIn(err.Error(), id))
+	case err != nil && errors.Is(err, runtime.ErrNotWitnessed):
+		// Revoking narrows: it stands, but only until a restart.
+		return s.engineError(c, err, "rule "+clip(id)+" is revoked until the gateway restarts, but the journal could not record it")
 	case err != nil:
 		return s.engineError(c, err, "the rule could not be revoked")
 	}

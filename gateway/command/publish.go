@@ -205,7 +205,7 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 		case fb.Attempt != "" && fb.State == runtime.AttemptUnknown:
 			// The latest act's outcome is unknown: nothing confirmed it.
 			s.Confirmation, s.Attempt = runtime.NotChecked, fb.Attempt
-		case fb.Attempt == "" && fb.Outcome != "" && s.Value != nil:
+		case fb.Attempt == "" && fb.Receipt == nil && fb.Outcome != "" && s.Value != nil:
 			// A read the driver failed: the last value is no longer good.
 			s.Quality = devices.QualityBad.String()
 		default:
