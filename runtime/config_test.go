@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/runtimetest"
@@ -193,5 +194,37 @@ func TestModeAndRuleLoopholes(t *testing.T) {
 		if got := w.e.Mode(w.ctx).Expires; !got.Equal(first) {
 			t.Fatalf("staying in maintenance moved its end from %s to %s", first, got)
 		}
+	})
+}
+
+// A rule revoked while a step reads the world no longer allows that step:
+// the step takes the configuration again before it judges.
+func TestRuleRevokedDuringAStepNoLongerAllowsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, nil)
+		w.g.Adjust(func(s *sim.State) { s.Level = 80 })
+		obs := w.do("mqtt:alice", "p1", "pump-1", "on", on)
+		want(t, obs, runtime.ApprovalRequest, "")
+		w.answer(obs.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.ApproveAndRule, RuleFor: time.Hour, RuleAnyValue: true})
+		if _, err := w.e.Wait(w.ctx, obs.Run); err != nil {
+			t.Fatal(err)
+		}
+		var rule string
+		for _, r := range w.e.Rules() {
+			rule = r.Rule.ID
+		}
+		if rule == "" {
+			t.Fatal("no rule was made")
+		}
+		time.Sleep(31 * time.Second) // the interlock's reading goes stale
+		w.g.SetFault("tank-1", sim.Fault{ReadDelay: 3 * time.Second})
+		done := make(chan runtime.Observation, 1)
+		go func() { done <- w.do("mqtt:alice", "p2", "pump-1", "on", value.Bool(false)) }()
+		synctest.Wait() // the step is reading the interlock's sensor
+		if err := w.e.RevokeRule(w.ctx, rule, "console:root"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4 * time.Second)
+		want(t, <-done, runtime.ApprovalRequest, "")
 	})
 }

@@ -64,29 +64,53 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
 			Why: target + " is locked: attempt " + a.ID + " (key " + a.Key + ") has an unknown effect (" + a.Why + "); an admin must resolve it"}, w.value)
 	}
-	// One snapshot of the configuration for the whole step: its policy,
-	// envelope, interlocks and the judge's rules agree.
-	cfg := e.conf()
-	pol := cfg.policies[target]
-	env := governance.Envelope{Type: c.Type}
-	var conds []governance.Condition
-	if pol != nil {
-		if pol.Envelope != nil {
-			env = *pol.Envelope
-			env.Type = c.Type
+	// One snapshot of the configuration for each judgement: its policy,
+	// envelope, interlocks and the judge's rules agree. A snapshot that
+	// changed while the step read the world (a rule revoked, a
+	// configuration swapped) is taken again before judging.
+	var (
+		cfg   *config
+		pol   *CapPolicy
+		env   governance.Envelope
+		conds []governance.Condition
+		req   governance.Request
+	)
+	derive := func(now *config) {
+		cfg, pol, env, conds = now, now.policies[target], governance.Envelope{Type: c.Type}, nil
+		if pol != nil {
+			if pol.Envelope != nil {
+				env = *pol.Envelope
+				env.Type = c.Type
+			}
+			conds = pol.Interlocks
 		}
-		conds = pol.Interlocks
-	}
-	if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
-		for _, s := range c.Enum {
-			env.Allowed = append(env.Allowed, value.Enum(s))
+		if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
+			for _, s := range c.Enum {
+				env.Allowed = append(env.Allowed, value.Enum(s))
+			}
+		}
+		req = governance.Request{
+			Principal: w.principal, Device: w.device, Capability: w.capability, Write: true,
+			Profile: Profile(&ent.Device, c, pol), Value: w.value, Envelope: &env,
+			Interlocks: conds, Facts: &e.facts,
 		}
 	}
-	req := governance.Request{
-		Principal: w.principal, Device: w.device, Capability: w.capability, Write: true,
-		Profile: Profile(&ent.Device, c, pol), Value: w.value, Envelope: &env,
-		Interlocks: conds, Facts: &e.facts,
+	derive(e.conf())
+	// steady takes the snapshot again until it holds still, reading the
+	// interlocks of each; false if it kept changing.
+	steady := func(fresh bool) bool {
+		for range 3 {
+			now := e.conf()
+			if now == cfg {
+				return true
+			}
+			derive(now)
+			e.gather(ctx, conds, fresh)
+		}
+		return e.conf() == cfg
 	}
+	unsteady := governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+		Why: "the rules or the configuration kept changing while this step was judged; send it again"}
 	current, known := e.facts.get(target)
 	if !known && c.ReadBack && w.resume == nil {
 		// Learn where the actuator stands before judging: the envelope's
@@ -102,6 +126,9 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 				Why: target + " already has a pending approval " + id + "; answer it first"})
 		}
 		e.gather(ctx, conds, false)
+		if !steady(false) {
+			return e.refusedWrite(ctx, base, unsteady, w.value)
+		}
 		req.Mode, req.Now, req.History = e.currentMode(ctx), e.now(), e.history(target, current.Value)
 		v := governance.Judge(&req, cfg.policy)
 		switch v.Outcome {
@@ -116,6 +143,9 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		// thought. Read the interlocks afresh and re-check what the approval
 		// cannot vouch for.
 		e.gather(ctx, conds, true)
+	}
+	if !steady(true) {
+		return e.refusedWrite(ctx, base, unsteady, w.value)
 	}
 	req.AtAct = true
 	req.Mode, req.Now, req.History = e.currentMode(ctx), e.now(), e.history(target, current.Value)
