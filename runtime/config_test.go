@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -226,5 +227,30 @@ func TestRuleRevokedDuringAStepNoLongerAllowsIt(t *testing.T) {
 		}
 		time.Sleep(4 * time.Second)
 		want(t, <-done, runtime.ApprovalRequest, "")
+	})
+}
+
+// A time-bound mode configured as the initial one keeps its end across a
+// restart: the first start journals it.
+func TestInitialModeEndSurvivesARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, func(s *setup) { s.opts.Mode = governance.ModeMaintenance })
+		first := w.e.Mode(w.ctx)
+		time.Sleep(20 * time.Minute)
+		if err := w.e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		reg := devices.NewRegistry()
+		if err := reg.Add("sim", w.g); err != nil {
+			t.Fatal(err)
+		}
+		again, err := runtime.New(w.ctx, runtime.Options{Registry: reg, Journal: w.j, Policies: policies(), Mode: governance.ModeMaintenance})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer again.Close()
+		if got := again.Mode(w.ctx); got.Name != governance.ModeMaintenance || !got.Expires.Equal(first.Expires) {
+			t.Fatalf("mode after a restart = %+v, want maintenance ending at %s", got, first.Expires)
+		}
 	})
 }

@@ -31,6 +31,12 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	e.mu.Lock()
 	e.bus.publish(snap.LastSeq) // the journal may already have told the bus of newer events
 	e.restoredSeq = snap.LastSeq
+	bindInitial := false
+	if snap.Mode == nil || e.conf().modes[snap.Mode.Name].Name == "" {
+		// The configured mode is in force: if it is bound in time, the
+		// journal keeps its end, or every restart would re-arm it.
+		bindInitial = !e.mode.Expires.IsZero()
+	}
 	if snap.Mode != nil {
 		if _, ok := e.conf().modes[snap.Mode.Name]; ok {
 			e.mode = *snap.Mode
@@ -57,7 +63,13 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 			e.byTarget[ref(ap.Device, ap.Capability)] = ap.ID
 		}
 	}
+	initial := e.mode
 	e.mu.Unlock()
+	if bindInitial {
+		rec := initial
+		_, _ = e.commit(ctx, Sync, Event{Kind: KindModeChanged}, ModeChangedBody{To: rec.Name, By: rec.By,
+			Reason: "the configured mode, bound in time from this start", Expires: rec.Expires}, func(en *Entry) { en.Mode = &rec })
+	}
 	for _, a := range snap.Open {
 		e.recoverAttempt(ctx, a)
 	}
