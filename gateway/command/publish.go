@@ -183,18 +183,7 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 		if err := ev.DecodeBody(&rc); err != nil || rc.Device == "" {
 			return nil, bodyErr(ev, err)
 		}
-		out := []Message{{Stream: StreamReceipts, Topic: ReceiptTopic(rc.Device, rc.Capability), Payload: ev.Body}}
-		s := f.state(rc.Device, rc.Capability)
-		s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
-		if rc.Observed != nil {
-			v := *rc.Observed
-			s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
-		}
-		m, err := stateMessage(s)
-		if err != nil {
-			return out, err
-		}
-		return append(out, m), nil
+		return f.receipt(&rc, ev.Body)
 	case runtime.KindFailed:
 		var fb runtime.FailedBody
 		if err := ev.DecodeBody(&fb); err != nil || fb.Device == "" {
@@ -229,18 +218,7 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encoding the receipt of attempt %s: %w", rc.Attempt, err)
 		}
-		out := []Message{{Stream: StreamReceipts, Topic: ReceiptTopic(rc.Device, rc.Capability), Payload: payload}}
-		s := f.state(rc.Device, rc.Capability)
-		s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
-		if rc.Observed != nil {
-			v := *rc.Observed
-			s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
-		}
-		m, err := stateMessage(s)
-		if err != nil {
-			return out, err
-		}
-		return append(out, m), nil
+		return f.receipt(rc, payload)
 	case runtime.KindApprovalRequested:
 		var ap runtime.Approval
 		if err := ev.DecodeBody(&ap); err != nil || ap.ID == "" {
@@ -280,6 +258,23 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 		return []Message{{Stream: StreamCheckpoints, Topic: TopicCheckpoints, Payload: ev.Body, Retain: true}}, nil
 	}
 	return nil, nil
+}
+
+// receipt publishes an act's receipt, whose encoding is payload, and the
+// state it leaves the actuator in.
+func (f *Fold) receipt(rc *runtime.Receipt, payload []byte) ([]Message, error) {
+	out := []Message{{Stream: StreamReceipts, Topic: ReceiptTopic(rc.Device, rc.Capability), Payload: payload}}
+	s := f.state(rc.Device, rc.Capability)
+	s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
+	if rc.Observed != nil {
+		v := *rc.Observed
+		s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
+	}
+	m, err := stateMessage(s)
+	if err != nil {
+		return out, err
+	}
+	return append(out, m), nil
 }
 
 // closedApproval reads which approval an answer or an expiry concerns,
