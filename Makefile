@@ -34,6 +34,7 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzConnect -fuzztime $(FUZZTIME) ./gateway/mqtt
 	go test -run '^$$' -fuzz FuzzAPIBodies -fuzztime $(FUZZTIME) ./web
 	go test -run '^$$' -fuzz FuzzQueryParams -fuzztime $(FUZZTIME) ./web
+	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./drivers/serial/line
 
 amd64:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/shadowgate-linux-amd64 ./cmd/shadowgate
