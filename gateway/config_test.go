@@ -115,16 +115,7 @@ func TestJournalAndDriverOptions(t *testing.T) {
 		t.Fatalf("journal options = %+v", j)
 	}
 	dir := t.TempDir()
-	reg, closeDrivers, err := openDrivers(t.Context(), b, dir)
-	defer func() {
-		if err := closeDrivers(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg.Refresh()
+	reg := openedDrivers(t, b, dir)
 	pump, _ := reg.Lookup("pump-1")
 	if err := pump.Driver.Write(t.Context(), "pump-1", "on", value.Bool(true)); err == nil || !strings.Contains(err.Error(), "relay welded") {
 		t.Fatalf("write to pump-1 = %v, want the configured write_error", err)
@@ -412,4 +403,21 @@ func TestAdversarialConfigApprovalsRequired(t *testing.T) {
 			t.Errorf("approvals_required: %s = %+v, %v; want %d", v, b, err, want)
 		}
 	}
+}
+
+// openedDrivers opens b's drivers in dir, refreshes their registry, and
+// closes them when the test ends.
+func openedDrivers(t *testing.T, b *Built, dir string) *devices.Registry {
+	t.Helper()
+	reg, closeDrivers, err := openDrivers(t.Context(), b, dir)
+	t.Cleanup(func() {
+		if err := closeDrivers(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Refresh()
+	return reg
 }

@@ -175,16 +175,7 @@ func TestAnotherDriverTypeIsNotTheSimulator(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	reg, closeDrivers, err := openDrivers(t.Context(), b, dir)
-	defer func() {
-		if err := closeDrivers(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg.Refresh()
+	reg := openedDrivers(t, b, dir)
 	e, ok := reg.Lookup("doser-1")
 	board, isBoard := e.Driver.(*fakeBoard)
 	if !ok || !isBoard {
