@@ -111,7 +111,16 @@ func violations(pkgs map[string]pkgInfo) []string {
 		case under(rel, "devices/"):
 			ourDeps("devices", "value")
 		case under(rel, "drivers"):
-			ourDeps("devices", "value", "devices/devicetest")
+			// A driver may use its own subpackages (drivers/serial/line
+			// within drivers/serial), never another driver.
+			top := strings.Join(strings.SplitN(rel, "/", 3)[:2], "/")
+			allowed := []string{"devices", "value", "devices/devicetest"}
+			for _, d := range deps {
+				if dr, mine := ours(d); mine && under(dr, top) {
+					allowed = append(allowed, dr)
+				}
+			}
+			ourDeps(allowed...)
 		case under(rel, "firmware-fixtures"):
 			ourDeps()
 		}
@@ -161,6 +170,10 @@ func TestImportDirectionCatchesViolations(t *testing.T) {
 		module + "/runtime":     {deps: []string{module + "/drivers/sim"}},
 		module + "/drivers/sim": {deps: []string{module + "/runtime", module + "/devices"}},
 		module + "/devices":     {deps: []string{"go.etcd.io/bbolt"}},
+		// A driver may use its own subpackages, not another driver's.
+		module + "/drivers/gpio":          {deps: []string{module + "/drivers/serial/line", module + "/devices"}},
+		module + "/drivers/serial/modbus": {deps: []string{module + "/drivers/serial/port", module + "/devices"}},
+		module + "/firmware-fixtures/x":   {deps: []string{module + "/value"}},
 		// The surface imports nothing of storage itself: the runtime's
 		// journal brings bbolt in behind its back.
 		module + "/gateway/mqtt":   {imports: []string{module + "/runtime/journal"}, deps: []string{module + "/runtime/journal", "go.etcd.io/bbolt"}},
@@ -169,11 +182,17 @@ func TestImportDirectionCatchesViolations(t *testing.T) {
 		module + "/cmd/shadowgate": {deps: []string{module + "/runtime/runtimetest"}},
 	}
 	got := violations(fake)
+	for _, g := range got {
+		if strings.HasPrefix(g, "drivers/serial/modbus") {
+			t.Errorf("a driver's own subpackage was taken for another driver: %s", g)
+		}
+	}
 	for _, want := range []string{"governance imports os", "runtime depends on " + module + "/drivers/sim",
 		"drivers/sim depends on " + module + "/runtime", "devices depends on go.etcd.io/bbolt",
 		"gateway/mqtt depends on go.etcd.io/bbolt", "gateway/mqtt depends on " + module + "/runtime/journal",
 		"gateway/uplink depends on go.etcd.io/bbolt", "value depends on " + module + "/devices",
-		"the binary links " + module + "/runtime/runtimetest"} {
+		"the binary links " + module + "/runtime/runtimetest",
+		"drivers/gpio depends on " + module + "/drivers/serial/line", "firmware-fixtures/x depends on " + module + "/value"} {
 		found := false
 		for _, g := range got {
 			found = found || strings.HasPrefix(g, want)
