@@ -18,6 +18,9 @@ type Entry struct {
 type Change struct {
 	Device string
 	Online bool
+	// Driver is the driver that now holds the device, or that held it
+	// until it vanished.
+	Driver Driver
 }
 
 // Registry is the union of every driver's devices. The runtime refreshes it
@@ -100,14 +103,14 @@ func (r *Registry) update(drivers []namedDriver, lists [][]Device) []Change {
 		}
 	}
 	var changes []Change
-	for id := range next {
+	for id, e := range next {
 		if _, ok := r.devices[id]; !ok {
-			changes = append(changes, Change{Device: id, Online: true})
+			changes = append(changes, Change{Device: id, Online: true, Driver: e.Driver})
 		}
 	}
-	for id := range r.devices {
+	for id, e := range r.devices {
 		if _, ok := next[id]; !ok {
-			changes = append(changes, Change{Device: id, Online: false})
+			changes = append(changes, Change{Device: id, Online: false, Driver: e.Driver})
 		}
 	}
 	slices.SortFunc(changes, func(a, b Change) int { return cmp.Compare(a.Device, b.Device) })

@@ -47,7 +47,7 @@ func TestRegistryRefreshReportsChanges(t *testing.T) {
 	a.set("pump-1", "valve-1")
 	b.set("tank-1")
 	got := r.Refresh()
-	want := []Change{{"pump-1", true}, {"tank-1", true}, {"valve-1", true}}
+	want := []Change{{"pump-1", true, a}, {"tank-1", true, b}, {"valve-1", true, a}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("first Refresh = %v, want %v", got, want)
 	}
@@ -55,7 +55,7 @@ func TestRegistryRefreshReportsChanges(t *testing.T) {
 		t.Fatalf("unchanged Refresh = %v, want none", got)
 	}
 	a.set("pump-1")
-	if got, want := r.Refresh(), []Change{{"valve-1", false}}; !slices.Equal(got, want) {
+	if got, want := r.Refresh(), []Change{{"valve-1", false, a}}; !slices.Equal(got, want) {
 		t.Fatalf("Refresh after unplug = %v, want %v", got, want)
 	}
 	if _, ok := r.Lookup("valve-1"); ok {

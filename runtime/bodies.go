@@ -155,6 +155,8 @@ type RuleRevokedBody struct {
 // DeviceBody is the body of device_online and device_offline events.
 type DeviceBody struct {
 	Device string `json:"device"`
+	// Reason says why a device went offline, as its driver told it.
+	Reason string `json:"reason,omitempty"`
 }
 
 // EndedBody is the body of an ended event.

@@ -104,6 +104,7 @@ type Engine struct {
 	// cfg is the configuration in force; Reconfigure swaps it whole.
 	cfg       atomic.Pointer[config]
 	facts     facts
+	links     links
 	bus       bus
 	unhealthy atomic.Pointer[string]
 
@@ -269,6 +270,11 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 	}
+	for _, d := range e.reg.Drivers() {
+		if w, ok := d.(devices.Watcher); ok {
+			wg.Go(func() { w.Watch(ctx, func(n devices.Notice) { e.notice(ctx, n) }) })
+		}
+	}
 	for _, p := range e.conf().plans {
 		if p.Every > 0 {
 			wg.Go(func() { e.schedule(ctx, p) })
@@ -324,7 +330,9 @@ func (e *Engine) schedule(ctx context.Context, p *Plan) {
 	}
 }
 
-// sweep expires pending mode-change approvals and an expired mode.
+// sweep expires pending mode-change approvals and an expired mode, and
+// looks at the registry, so a device that vanished is noticed within a
+// second even when no step runs and its driver does not tell.
 func (e *Engine) sweep(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -334,6 +342,7 @@ func (e *Engine) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		e.refresh(ctx)
 		e.currentMode(ctx)
 		e.expireModeApprovals(ctx)
 	}

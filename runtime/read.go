@@ -17,8 +17,21 @@ func (e *Engine) Read(ctx context.Context, principal, device, capability string)
 	return obs, nil
 }
 
+// heard records a reading a device gave of its own accord (a Watcher's
+// notice) as a read step: judged like a poll and journaled, without asking
+// the driver again.
+func (e *Engine) heard(ctx context.Context, device, capability string, rd devices.Reading) Observation {
+	return e.readStep(ctx, nil, 0, "gateway:watch", device, capability, &rd)
+}
+
 // read is the read step: it never changes the world, so it has no attempt.
 func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, capability string) (obs Observation) {
+	return e.readStep(ctx, r, step, principal, device, capability, nil)
+}
+
+// readStep is the read step. With heard set, the device already told the
+// reading, and the driver is not asked.
+func (e *Engine) readStep(ctx context.Context, r *run, step int, principal, device, capability string, heard *devices.Reading) (obs Observation) {
 	if e.opts.OnStep != nil {
 		start := time.Now()
 		defer func() { e.opts.OnStep(obs.Kind, time.Since(start)) }()
@@ -51,7 +64,13 @@ func (e *Engine) read(ctx context.Context, r *run, step int, principal, device, 
 	if r != nil {
 		r.charge(false)
 	}
-	rd, err := e.driverRead(ctx, ent.Driver, device, capability)
+	var rd devices.Reading
+	var err error
+	if heard != nil {
+		rd = e.keepReading(device, capability, *heard)
+	} else {
+		rd, err = e.driverRead(ctx, ent.Driver, device, capability)
+	}
 	if err != nil {
 		e.facts.markBad(ref(device, capability))
 		outcome := devices.Classify(err)
@@ -77,6 +96,12 @@ func (e *Engine) driverRead(ctx context.Context, d devices.Driver, device, capab
 	if err != nil {
 		return devices.Reading{}, err
 	}
+	return e.keepReading(device, capability, rd), nil
+}
+
+// keepReading fills in a reading's time and quality when the driver left them
+// out, and records it.
+func (e *Engine) keepReading(device, capability string, rd devices.Reading) devices.Reading {
 	if rd.At.IsZero() {
 		rd.At = e.now()
 	}
@@ -84,5 +109,5 @@ func (e *Engine) driverRead(ctx context.Context, d devices.Driver, device, capab
 		rd.Quality = devices.QualityGood
 	}
 	e.facts.put(ref(device, capability), rd)
-	return rd, nil
+	return rd
 }

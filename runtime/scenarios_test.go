@@ -306,7 +306,7 @@ func TestDeviceVanishesMidPlan(t *testing.T) {
 				w.g.SetFault("pump-1", sim.Fault{Offline: true})
 				done, _ := w.e.Wait(w.ctx, rec.ID)
 				if !cont {
-					if done.End != runtime.EndFailed || !strings.Contains(done.Why, "device pump-1 is not online") {
+					if done.End != runtime.EndFailed || !strings.Contains(done.Why, "device pump-1 is offline: offline by an injected fault") {
 						t.Fatalf("run = %+v, want failed naming pump-1", done)
 					}
 					if !w.g.State().Valve {

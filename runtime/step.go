@@ -70,24 +70,15 @@ func (o Observation) Outcome() string {
 	return "failed"
 }
 
-// refresh refreshes the registry and journals devices that came or went.
-func (e *Engine) refresh(ctx context.Context) {
-	for _, ch := range e.reg.Refresh() {
-		kind := KindDeviceOffline
-		if ch.Online {
-			kind = KindDeviceOnline
-		} else {
-			e.facts.markDevice(ch.Device)
-		}
-		_, _ = e.commit(ctx, Sync, Event{Kind: kind, Device: ch.Device}, DeviceBody{Device: ch.Device}, nil)
-	}
-}
-
 // lookupTarget finds the device and capability of a step, or a Failed observation.
 func (e *Engine) lookupTarget(ctx context.Context, base Observation) (devices.Entry, *devices.Capability, Observation, bool) {
 	ent, ok := e.reg.Lookup(base.Device)
 	if !ok {
-		return ent, nil, e.failed(ctx, base, "device "+base.Device+" is not online"), false
+		why := "device " + base.Device + " is not online"
+		if err := e.links.why(base.Device); err != nil {
+			why = "device " + base.Device + " is offline: " + err.Error()
+		}
+		return ent, nil, e.failed(ctx, base, why), false
 	}
 	c, ok := ent.Device.Capability(base.Capability)
 	if !ok {

@@ -184,6 +184,14 @@ func (w *Driver) Devices() []devices.Device {
 	return list
 }
 
+// Why says why an offline device is not listed: the fault a test set.
+func (w *Driver) Why(device string) error {
+	if w.Fault(device).Offline {
+		return errors.New("offline by an injected fault")
+	}
+	return nil
+}
+
 // sameSlice reports whether a and b are the same slice, not only equal.
 func sameSlice(a, b []devices.Device) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])

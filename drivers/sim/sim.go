@@ -222,6 +222,9 @@ func (g *Greenhouse) Open(ctx context.Context) error { return g.faults.Open(ctx)
 // Devices returns the devices that are not offline.
 func (g *Greenhouse) Devices() []devices.Device { return g.faults.Devices() }
 
+// Why says why a device is not listed: the fault that took it offline.
+func (g *Greenhouse) Why(device string) error { return g.faults.Why(device) }
+
 // Close stops the driver.
 func (g *Greenhouse) Close() error { return g.faults.Close() }
 

@@ -1,0 +1,79 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/shadowgate/shadowgate/devices"
+)
+
+// links keeps why each device a driver lost cannot be reached, as the
+// driver told it, until the device is found again.
+type links struct {
+	// mu guards lost.
+	mu   sync.Mutex
+	lost map[string]error
+}
+
+func (l *links) set(device string, why error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if why == nil {
+		delete(l.lost, device)
+		return
+	}
+	if l.lost == nil {
+		l.lost = map[string]error{}
+	}
+	l.lost[device] = why
+}
+
+func (l *links) why(device string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost[device]
+}
+
+// notice takes a change a Watcher told of: a reading is recorded as a read
+// step; a device lost or found is looked for in the registry at once.
+func (e *Engine) notice(ctx context.Context, n devices.Notice) {
+	switch {
+	case n.Reading != nil:
+		e.heard(ctx, n.Device, n.Capability, *n.Reading)
+	case n.Lost != nil:
+		e.links.set(n.Device, n.Lost)
+		e.refresh(ctx)
+	case n.Found:
+		e.links.set(n.Device, nil)
+		e.refresh(ctx)
+	}
+}
+
+// refresh refreshes the registry and journals devices that came or went.
+// A device that went is journaled with why, as its driver says, and its
+// readings are marked bad.
+func (e *Engine) refresh(ctx context.Context) {
+	for _, ch := range e.reg.Refresh() {
+		body := DeviceBody{Device: ch.Device}
+		kind := KindDeviceOnline
+		if !ch.Online {
+			kind = KindDeviceOffline
+			e.facts.markDevice(ch.Device)
+			why := e.links.why(ch.Device)
+			if why == nil {
+				if w, ok := ch.Driver.(devices.Why); ok {
+					why = w.Why(ch.Device)
+				}
+			}
+			if why == nil {
+				why = errors.New("its driver no longer lists it")
+			}
+			e.links.set(ch.Device, why)
+			body.Reason = why.Error()
+		} else {
+			e.links.set(ch.Device, nil)
+		}
+		_, _ = e.commit(ctx, Sync, Event{Kind: kind, Device: ch.Device}, body, nil)
+	}
+}
