@@ -194,7 +194,7 @@ func TestBoardFaults(t *testing.T) {
 	if st, _ := b.State(1); st.Holding[0] != 0 {
 		t.Error("a write answered busy was carried out")
 	}
-	if f := b.Faults(); (f.Busy|f.Drop|f.Garbage|f.BadCRC|f.Short|f.WrongUnit) != 0 {
+	if f := b.Faults(); (f.Busy | f.Drop | f.Garbage | f.BadCRC | f.Short | f.WrongUnit) != 0 {
 		t.Errorf("faults left after each was spent = %+v", f)
 	}
 	// A stuck relay answers the write and does not move.
