@@ -38,6 +38,18 @@ type Env struct {
 	// Devices are the devices the driver reaches, as Configure saw them,
 	// with the floors it set. The driver must not modify them.
 	Devices []Device
+	// Logger is where the driver says what happens on its links: a
+	// *slog.Logger that names the driver. Nil means the driver logs to
+	// slog.Default().
+	Logger Logger
+}
+
+// Logger is what a driver logs through; *slog.Logger is one.
+type Logger interface {
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
 }
 
 // Instance is one configured driver as its factory sees it. The gateway

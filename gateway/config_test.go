@@ -340,7 +340,7 @@ uplink: {url: "tcp://site:1883", client_id: site-1, user: appr}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	reg, closeDrivers, err := openDrivers(ctx, b, t.TempDir())
+	reg, closeDrivers, err := openDrivers(ctx, b, t.TempDir(), nil)
 	defer func() {
 		if err := closeDrivers(); err != nil {
 			t.Error(err)
@@ -409,7 +409,7 @@ func TestAdversarialConfigApprovalsRequired(t *testing.T) {
 // closes them when the test ends.
 func openedDrivers(t *testing.T, b *Built, dir string) *devices.Registry {
 	t.Helper()
-	reg, closeDrivers, err := openDrivers(t.Context(), b, dir)
+	reg, closeDrivers, err := openDrivers(t.Context(), b, dir, nil)
 	t.Cleanup(func() {
 		if err := closeDrivers(); err != nil {
 			t.Error(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/shadowgate/shadowgate/devices"
 )
@@ -11,7 +12,10 @@ import (
 // openDrivers builds every configured driver, opens it and adds it to a
 // new registry. The returned close releases every driver that was opened,
 // in reverse order; call it even when openDrivers fails.
-func openDrivers(ctx context.Context, cfg *Built, stateDir string) (*devices.Registry, func() error, error) {
+func openDrivers(ctx context.Context, cfg *Built, stateDir string, log *slog.Logger) (*devices.Registry, func() error, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	reg := devices.NewRegistry()
 	var opened []devices.Driver
 	closeAll := func() error {
@@ -31,7 +35,8 @@ func openDrivers(ctx context.Context, cfg *Built, stateDir string) (*devices.Reg
 				devs = append(devs, d)
 			}
 		}
-		drv, err := dc.build(devices.Env{StateDir: stateDir, Devices: devs})
+		drv, err := dc.build(devices.Env{StateDir: stateDir, Devices: devs,
+			Logger: log.With("driver", dc.Name, "driver_type", dc.Type)})
 		if err != nil {
 			return reg, closeAll, fmt.Errorf("driver %s: %w", dc.Name, err)
 		}

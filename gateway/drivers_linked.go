@@ -4,5 +4,6 @@ package gateway
 // configuration names them by type, and nothing else in gateway names a
 // driver.
 import (
-	_ "github.com/shadowgate/shadowgate/drivers/sim" // the simulated greenhouse: the demo and most tests
+	_ "github.com/shadowgate/shadowgate/drivers/serial/line" // a microcontroller speaking the line protocol
+	_ "github.com/shadowgate/shadowgate/drivers/sim"         // the simulated greenhouse: the demo and most tests
 )

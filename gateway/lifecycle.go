@@ -84,7 +84,7 @@ func (g *instance) build(ctx context.Context) error {
 	if err := g.openJournal(); err != nil {
 		return err
 	}
-	reg, closeDrivers, err := openDrivers(ctx, g.cfg, g.stateDir)
+	reg, closeDrivers, err := openDrivers(ctx, g.cfg, g.stateDir, g.log.With("component", "drivers"))
 	g.held.push("the drivers", closeDrivers)
 	if err != nil {
 		return err
