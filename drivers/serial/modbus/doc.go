@@ -4,5 +4,11 @@
 // code), and the conversion of a capability's value to and from coils and
 // registers ([Point]).
 //
-// The codec (crc.go, frame.go, point.go) is pure and does no I/O.
+// The codec (crc.go, frame.go, point.go) is pure and does no I/O. The
+// driver built on it (driver.go, bus.go) registers the driver type
+// "modbus" (config.go): one request at a time on the line, the silent
+// interval before each, reads tried again after noise, writes never; an
+// exception is a refusal with its code, a write without a valid answer an
+// unknown outcome. Units that stop answering are lost and probed until
+// they answer again; a port that fails is opened again.
 package modbus

@@ -171,7 +171,7 @@ func (p Point) Check() error {
 	case p.Type < Bool || p.Type > Float32:
 		return fmt.Errorf("no type")
 	case p.Table.Bits() && p.Type != Bool:
-		return fmt.Errorf("a %s holds a bool, not an %s", p.Table, p.Type)
+		return fmt.Errorf("a %s holds a bool, not a number (%s)", p.Table, p.Type)
 	case p.Type == Bool && (p.Scale != 0 && p.Scale != 1 || p.Offset != 0):
 		return fmt.Errorf("a bool has no scale or offset")
 	case math.IsNaN(p.Scale) || math.IsInf(p.Scale, 0) || math.IsNaN(p.Offset) || math.IsInf(p.Offset, 0):
