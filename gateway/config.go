@@ -518,19 +518,29 @@ func (c *checker) shapeStruct(n *yaml.Node, t reflect.Type, p path, seen map[str
 	// rest is the element type of an inline map, which takes every other
 	// key; its keys are checked by whoever reads the map.
 	var rest reflect.Type
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "" && opts == "inline" && f.Type.Kind() == reflect.Map {
-			rest = f.Type.Elem()
-			continue
+	var collect func(t reflect.Type)
+	collect = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" && opts == "inline" && f.Type.Kind() == reflect.Map {
+				rest = f.Type.Elem()
+				continue
+			}
+			if name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct {
+				// An inline struct's keys are the outer mapping's: a
+				// driver's options embed the serial port's settings.
+				collect(f.Type)
+				continue
+			}
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = f.Type
+			names = append(names, name)
 		}
-		if name == "" || name == "-" {
-			continue
-		}
-		fields[name] = f.Type
-		names = append(names, name)
 	}
+	collect(t)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {

@@ -1,0 +1,185 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/shadowgate/shadowgate/gateway/command"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// hwRig runs the whole gateway on drivers and devices a test gives, with
+// the broker on a free port and a paho client logged in, so a driver is
+// tried through the governed path: an MQTT command in, a reply out.
+type hwRig struct {
+	t      *testing.T
+	Engine *runtime.Engine
+	prefix string
+	client paho.Client
+	stop   func() error
+	// Log has everything the gateway logged.
+	Log *syncBuffer
+
+	mu      sync.Mutex
+	replies map[string]chan command.Reply
+	seq     int
+}
+
+// syncBuffer is a log the gateway writes and a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// hwHeader is the part of a hardware test's configuration that is not
+// hardware: interlocked mode (a reversible, contained actuation acts
+// without asking), one MQTT login, no console.
+const hwHeader = `gateway: {id: hw}
+mode: interlocked
+users:
+  - name: demo
+    role: admin
+    password_hash: "$2a$10$dfbQdJdRHw8TjUGBosHV8.72wmFeFja48Fyh9.M5VtkDHCxMBaF9O"
+mqtt: {listen: "127.0.0.1:0"}
+web: {enabled: false}
+`
+
+// startHardware runs the gateway on hwHeader followed by hardware (the
+// drivers: and devices: sections) and connects a client. The gateway stops
+// at the end of the test; r.Stop stops it earlier.
+func startHardware(t *testing.T, hardware string) *hwRig {
+	t.Helper()
+	b, err := Load("hardware.yaml", []byte(hwHeader+hardware))
+	if err != nil {
+		t.Fatalf("the test's configuration: %v", err)
+	}
+	b.StateDir = t.TempDir()
+	r := &hwRig{t: t, prefix: "shadowgate/hw/", replies: map[string]chan command.Reply{}, Log: &syncBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan Parts, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.NewTextHandler(r.Log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Ready: func(p Parts) { ready <- p }})
+	}()
+	var p Parts
+	select {
+	case p = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("the gateway did not start: %v\n%s", err, r.Log)
+	}
+	var once sync.Once
+	var stopErr error
+	r.stop = func() error {
+		once.Do(func() {
+			if r.client != nil {
+				r.client.Disconnect(100)
+			}
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(20 * time.Second):
+				stopErr = context.DeadlineExceeded
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("the gateway did not stop cleanly: %v", err)
+		}
+	})
+	r.Engine = p.Engine
+	opts := paho.NewClientOptions().AddBroker("tcp://" + p.MQTT.Addr("tcp")).SetClientID("hw-test").
+		SetUsername("demo").SetPassword("greenhouse-demo").SetAutoReconnect(false)
+	r.client = paho.NewClient(opts)
+	if tok := r.client.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	tok := r.client.Subscribe(r.prefix+"reply/#", 1, func(_ paho.Client, m paho.Message) {
+		var rep command.Reply
+		if err := json.Unmarshal(m.Payload(), &rep); err != nil {
+			t.Errorf("reply on %s is not JSON: %v: %s", m.Topic(), err, m.Payload())
+			return
+		}
+		r.mu.Lock()
+		ch := r.replies[rep.ID]
+		r.mu.Unlock()
+		if ch != nil {
+			ch <- rep
+		}
+	})
+	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	return r
+}
+
+// Stop stops the gateway now and returns what Run returned.
+func (r *hwRig) Stop() error { return r.stop() }
+
+// Command publishes value (JSON, or "" to read) to cmd/<device>/<capability>
+// and returns the reply. It fails the test when none comes within 15s.
+func (r *hwRig) Command(device, capability, value string) command.Reply {
+	r.t.Helper()
+	r.mu.Lock()
+	r.seq++
+	id := "hw-" + strconv.Itoa(r.seq)
+	ch := make(chan command.Reply, 1)
+	r.replies[id] = ch
+	r.mu.Unlock()
+	body := `{"id": "` + id + `"}`
+	if value != "" {
+		body = `{"id": "` + id + `", "value": ` + value + `}`
+	}
+	r.client.Publish(r.prefix+"cmd/"+device+"/"+capability, 1, false, body)
+	select {
+	case rep := <-ch:
+		return rep
+	case <-time.After(15 * time.Second):
+		r.t.Fatalf("no reply to %s on cmd/%s/%s within 15s\n%s", body, device, capability, r.Log)
+	}
+	return command.Reply{}
+}
+
+// WaitEvent waits up to 15s for an event of kind about device after seq
+// since, and returns it.
+func (r *hwRig) WaitEvent(since uint64, kind runtime.Kind, device string) runtime.Event {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var found runtime.Event
+	stop := context.Canceled
+	_ = r.Engine.Subscribe(ctx, since, func(ev runtime.Event) error {
+		if ev.Kind == kind && ev.Device == device {
+			found = ev
+			return stop
+		}
+		return nil
+	})
+	if found.Kind == "" {
+		r.t.Fatalf("no %s event for %s within 15s\n%s", kind, device, r.Log)
+	}
+	return found
+}
