@@ -4,7 +4,8 @@ package gateway
 // configuration names them by type, and nothing else in gateway names a
 // driver.
 import (
-	_ "github.com/shadowgate/shadowgate/drivers/gpio"        // GPIO lines through periph.io (the character device first)
-	_ "github.com/shadowgate/shadowgate/drivers/serial/line" // a microcontroller speaking the line protocol
-	_ "github.com/shadowgate/shadowgate/drivers/sim"         // the simulated greenhouse: the demo and most tests
+	_ "github.com/shadowgate/shadowgate/drivers/gpio"          // GPIO lines through periph.io (the character device first)
+	_ "github.com/shadowgate/shadowgate/drivers/serial/line"   // a microcontroller speaking the line protocol
+	_ "github.com/shadowgate/shadowgate/drivers/serial/modbus" // Modbus RTU units on a serial line (RS-485)
+	_ "github.com/shadowgate/shadowgate/drivers/sim"           // the simulated greenhouse: the demo and most tests
 )
