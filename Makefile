@@ -35,6 +35,7 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzAPIBodies -fuzztime $(FUZZTIME) ./web
 	go test -run '^$$' -fuzz FuzzQueryParams -fuzztime $(FUZZTIME) ./web
 	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./drivers/serial/line
+	go test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./drivers/serial/modbus
 
 amd64:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/shadowgate-linux-amd64 ./cmd/shadowgate
