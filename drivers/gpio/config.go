@@ -2,7 +2,6 @@ package gpio
 
 import (
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -111,9 +110,7 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 		return nil
 	}
 	return func(env devices.Env) (devices.Driver, error) {
-		// devices.Env carries no logger: the process's default one is the
-		// only one a driver can reach.
-		return New(Options{Devices: env.Devices, Lines: lines, Logger: slog.Default()})
+		return New(Options{Devices: env.Devices, Lines: lines, Logger: env.Logger})
 	}
 }
 

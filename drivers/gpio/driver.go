@@ -73,8 +73,9 @@ type Options struct {
 	// Lines are the lines' settings by device id; a device without one has
 	// the zero Line.
 	Lines map[string]Line
-	// Logger receives what the driver logs. Nil discards it.
-	Logger *slog.Logger
+	// Logger receives what the driver logs: lines lost and found, periph's
+	// host drivers that failed. Nil means slog.Default().
+	Logger devices.Logger
 	// Now is the clock of readings. Nil means time.Now.
 	Now func() time.Time
 }
@@ -89,7 +90,7 @@ var hostInit = host.Init
 // watches its edges or polls it, an output's re-acquires it when it is
 // lost. Close stops and waits for them all.
 type Driver struct {
-	log        *slog.Logger
+	log        devices.Logger
 	now        func() time.Time
 	lines      []*line
 	byID       map[string]*line
@@ -126,7 +127,7 @@ func New(o Options) (*Driver, error) {
 		done:       make(chan struct{}),
 	}
 	if d.log == nil {
-		d.log = slog.New(slog.DiscardHandler)
+		d.log = slog.Default()
 	}
 	if d.now == nil {
 		d.now = time.Now
