@@ -424,7 +424,7 @@ func (d *Driver) outcome(ctx context.Context, err error, write, sent bool) error
 	var ex *ExceptionError
 	switch {
 	case errors.As(err, &ex):
-		return errors.Join(devices.Refused(ex.HexCode(), ex.Name()), err)
+		return devices.Refused(ex.HexCode(), ex.Name())
 	case !sent:
 		// Nothing left: the port is closed, or the line stayed busy until
 		// the caller's deadline.
