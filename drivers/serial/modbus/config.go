@@ -155,9 +155,13 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 		return nil
 	}
 	return func(env devices.Env) (devices.Driver, error) {
-		// devices.Env carries no logger: the driver logs through the
-		// process's default logger, under its component and name.
-		log := slog.Default().With("component", "modbus", "driver", in.Name())
+		// The gateway's logger names the driver; without one (or with a
+		// logger that is not a *slog.Logger) the driver logs to
+		// slog.Default(), naming itself.
+		log, _ := env.Logger.(*slog.Logger)
+		if log == nil {
+			log = slog.Default().With("component", "modbus", "driver", in.Name())
+		}
 		return New(Options{Settings: settings, Timeout: timeout, Retries: retries,
 			Devices: env.Devices, Units: units, Points: points, Logger: log})
 	}

@@ -1,6 +1,7 @@
 package modbus
 
 import (
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -54,7 +55,8 @@ func TestConfigureBuilds(t *testing.T) {
 	if b == nil || in.Problems() != nil {
 		t.Fatalf("configure = %v, problems %q", b != nil, in.Problems())
 	}
-	drv, err := b(devices.Env{Devices: devs})
+	var logged strings.Builder
+	drv, err := b(devices.Env{Devices: devs, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +72,10 @@ func TestConfigureBuilds(t *testing.T) {
 	}
 	if d.o.Units["relays-1"] != 247 {
 		t.Errorf("relays-1's unit = %d", d.o.Units["relays-1"])
+	}
+	d.log.Info("probe")
+	if !strings.Contains(logged.String(), "msg=probe") {
+		t.Errorf("the driver does not log through the gateway's logger: %q", logged.String())
 	}
 	if err := d.Close(); err != nil { // never opened
 		t.Fatal(err)
