@@ -26,7 +26,8 @@
 //     line has been quiet for the debounce time, and only when it changed.
 //   - A lost line is retried with a backoff from 100ms doubling to 10s.
 //     Re-acquiring an output drives it at the level it had before it was
-//     lost, which the failed write did not change: it never actuates.
+//     lost, which the failed write did not change, or leaves it untouched
+//     when the driver never drove it: it never actuates.
 //   - Close halts every pin and returns after every goroutine of the
 //     driver has ended.
 //

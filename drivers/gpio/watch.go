@@ -61,9 +61,8 @@ type hub struct {
 }
 
 type subscriber struct {
-	queue   []devices.Notice
-	dropped int
-	wake    chan struct{} // capacity 1
+	queue []devices.Notice
+	wake  chan struct{} // capacity 1
 }
 
 func (h *hub) subscribe() *subscriber {
@@ -92,7 +91,6 @@ func (h *hub) publish(n devices.Notice) (dropped int) {
 	defer h.mu.Unlock()
 	for _, s := range h.subs {
 		if n.Reading != nil && len(s.queue) >= queueMax {
-			s.dropped++
 			dropped++
 			continue
 		}
