@@ -23,6 +23,13 @@ type Factory struct {
 	// The gateway has already checked what every device has in common
 	// (ids, kinds, types, names); devs holds only devices that passed.
 	Configure func(in Instance, devs []Device) Builder
+	// SharedAddress lets several devices have one address, as the
+	// registers of one Modbus unit do. By default the gateway refuses a
+	// second device on an address: one thing in the world has one id, so
+	// that no second id gets around the first one's lock, dwell and
+	// pending approval. A factory that sets it takes that rule on itself:
+	// Configure refuses two capabilities that reach one thing.
+	SharedAddress bool
 }
 
 // Builder builds a configured driver at run time. The driver is opened

@@ -279,9 +279,15 @@ func (c *checker) build(cfg *Config) *Built {
 		c.errf(path{}, "no devices are configured")
 	}
 	c.caps = map[string]devices.Capability{}
-	var at []path // where each of b.Devices is in the file
+	var at []path               // where each of b.Devices is in the file
+	shared := map[string]bool{} // drivers whose devices may share an address
+	for _, dc := range cfg.Drivers {
+		if f, ok := devices.LookupFactory(dc.Type); ok && f.SharedAddress {
+			shared[dc.Name] = true
+		}
+	}
 	for i, dc := range cfg.Devices {
-		d, ok := c.device(path{"devices", i}, dc, drivers, b.Devices)
+		d, ok := c.device(path{"devices", i}, dc, drivers, shared[dc.Driver], b.Devices)
 		if ok {
 			b.Devices = append(b.Devices, d)
 			at = append(at, path{"devices", i})
@@ -373,7 +379,7 @@ func (c *checker) lease(p path, lc LeaseConfig, def runtime.Lease) runtime.Lease
 	return l
 }
 
-func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, seen []devices.Device) (devices.Device, bool) {
+func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, shared bool, seen []devices.Device) (devices.Device, bool) {
 	d := devices.Device{ID: dc.ID, Area: dc.Area, Driver: dc.Driver, Address: dc.Address}
 	n := len(c.errs)
 	if !namePattern.MatchString(dc.ID) {
@@ -385,8 +391,9 @@ func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, seen 
 		}
 		// One thing in the world, one id: a second id for the same
 		// address would get around the first one's lock, dwell, rate and
-		// pending approval.
-		if dc.Address != "" && s.Driver == dc.Driver && s.Address == dc.Address && s.ID != dc.ID {
+		// pending approval. A driver whose address holds many things (a
+		// Modbus unit) checks its things itself.
+		if !shared && dc.Address != "" && s.Driver == dc.Driver && s.Address == dc.Address && s.ID != dc.ID {
 			c.errf(p.with("address"), "device %s has the address %q of device %s on driver %s; one device, one id", dc.ID, dc.Address, s.ID, dc.Driver)
 		}
 	}
@@ -514,17 +521,35 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 	if cf := cc.Confirm; cf != nil {
 		fp := p.with("confirm")
 		conf := &runtime.Confirm{ReadBack: cf.ReadBack, Within: c.duration(fp.with("within"), cf.Within, 5*time.Second)}
+		ways := 0
+		for _, set := range []bool{cf.ReadBack, cf.Sensor != "", cf.Feedback != ""} {
+			if set {
+				ways++
+			}
+		}
 		switch {
-		case cf.ReadBack && cf.Sensor != "":
-			c.errf(fp, "confirm by read_back or by a sensor, not both")
+		case ways > 1:
+			c.errf(fp, "confirm by one of read_back, feedback or a sensor condition, not more")
 		case cf.ReadBack && !capa.ReadBack:
 			c.errf(fp.with("read_back"), "%s.%s has no read-back; set read_back on the capability or confirm by a sensor", device, cc.Name)
 		case cf.Sensor != "":
 			if op, v, ok := c.condition(fp, cf.Sensor, cf.Op, &cf.Value); ok {
 				conf.Sensor, conf.Op, conf.Value = cf.Sensor, op, v
 			}
+		case cf.Feedback != "":
+			fb, ok := c.caps[cf.Feedback]
+			switch {
+			case !ok:
+				c.errf(fp.with("feedback"), "unknown reading %q (write device.capability)", cf.Feedback)
+			case !fb.Readable():
+				c.errf(fp.with("feedback"), "%s cannot be read", cf.Feedback)
+			case fb.Type != capa.Type:
+				c.errf(fp.with("feedback"), "%s is a %s and %s.%s a %s; a feedback reads what was commanded", cf.Feedback, fb.Type, device, cc.Name, capa.Type)
+			default:
+				conf.Feedback = cf.Feedback
+			}
 		case !cf.ReadBack:
-			c.errf(fp, "confirm needs read_back: true or a sensor condition")
+			c.errf(fp, "confirm needs read_back: true, a feedback or a sensor condition")
 		}
 		pol.Confirm = conf
 	}

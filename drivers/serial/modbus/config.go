@@ -18,7 +18,9 @@ import (
 const Type = "modbus"
 
 func init() {
-	devices.Register(devices.Factory{Type: Type, Configure: configure})
+	// Devices share a unit's address; oneThingOneID keeps what the
+	// gateway's rule of one address, one device would.
+	devices.Register(devices.Factory{Type: Type, Configure: configure, SharedAddress: true})
 }
 
 // Defaults of the driver's options.
@@ -151,6 +153,7 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 			}
 		}
 	}
+	ok = ok && oneThingOneID(in, devs, units, points)
 	if !ok {
 		return nil
 	}
@@ -264,4 +267,47 @@ func (p Point) String() string {
 		s += " " + p.Order.String() + " words"
 	}
 	return s
+}
+
+// oneThingOneID refuses two capabilities that reach one writable coil or
+// register of one unit where either is an actuator: a second id for the
+// same output would get around the first one's lock, dwell and pending
+// approval. Reading one input from two devices is harmless.
+func oneThingOneID(in devices.Instance, devs []devices.Device, units map[string]byte, points map[string]map[string]Point) bool {
+	type span struct {
+		dev, capa string
+		actuator  bool
+		first     int
+		last      int
+	}
+	type key struct {
+		unit  byte
+		table Table
+	}
+	seen := map[key][]span{}
+	ok := true
+	for i := range devs {
+		d := &devs[i]
+		for k, c := range d.Capabilities {
+			p, found := points[d.ID][c.Name]
+			if !found || !p.Table.Writable() {
+				continue
+			}
+			n := 1
+			if !p.Table.Bits() {
+				n = max(p.Type.Registers(), 1)
+			}
+			sp := span{d.ID, c.Name, c.Kind == devices.KindActuator, int(p.Address), int(p.Address) + n - 1}
+			kk := key{units[d.ID], p.Table}
+			for _, o := range seen[kk] {
+				if (sp.actuator || o.actuator) && sp.first <= o.last && o.first <= sp.last {
+					in.Device(i).At("capabilities").Index(k).Errorf("%s.%s reaches %s %d of unit %d, as %s.%s does; one output, one id",
+						d.ID, c.Name, p.Table, p.Address, kk.unit, o.dev, o.capa)
+					ok = false
+				}
+			}
+			seen[kk] = append(seen[kk], sp)
+		}
+	}
+	return ok
 }
