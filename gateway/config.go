@@ -259,7 +259,10 @@ type ConditionConfig struct {
 
 // ConfirmConfig says how an actuation is verified.
 type ConfirmConfig struct {
-	ReadBack bool      `yaml:"read_back"`
+	ReadBack bool `yaml:"read_back"`
+	// Feedback names a sensor that must come to equal the commanded value:
+	// a relay's auxiliary contact, a valve's limit switch.
+	Feedback string    `yaml:"feedback"`
 	Sensor   string    `yaml:"sensor"`
 	Op       string    `yaml:"op"`
 	Value    yaml.Node `yaml:"value"`

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -267,13 +268,17 @@ func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capa
 				got, last, ok = rd.Value, &rd.Value, rd.Value.Equal(v)
 			}
 			lastErr = err
-		} else if cf.Sensor != "" {
-			dev, capability := splitRef(cf.Sensor)
+		} else if sensor := cmp.Or(cf.Feedback, cf.Sensor); sensor != "" {
+			dev, capability := splitRef(sensor)
 			if sent, found := e.reg.Lookup(dev); found {
 				rd, err := e.driverRead(ctx, sent.Driver, dev, capability)
 				if err == nil {
 					got = rd.Value
-					last, ok = &got, rd.Quality == devices.QualityGood && cf.Op.Holds(got, cf.Value)
+					holds := got.Equal(v)
+					if cf.Feedback == "" {
+						holds = cf.Op.Holds(got, cf.Value)
+					}
+					last, ok = &got, rd.Quality == devices.QualityGood && holds
 				}
 				lastErr = err
 			} else {
@@ -305,6 +310,9 @@ func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capa
 	}
 	if cf.ReadBack {
 		return Contradicted, last, fmt.Sprintf("read-back is %s after %s, want %s", last, within, v)
+	}
+	if cf.Feedback != "" {
+		return Contradicted, last, fmt.Sprintf("the feedback %s is %s after %s, want %s", cf.Feedback, last, within, v)
 	}
 	return Contradicted, last, fmt.Sprintf("%s is %s after %s, want %s %s", cf.Sensor, last, within, cf.Op, cf.Value)
 }

@@ -22,6 +22,9 @@ type Declared struct {
 type Confirm struct {
 	// ReadBack reads the capability itself until it equals the value.
 	ReadBack bool
+	// Feedback names another reading that must come to equal the value
+	// commanded: a relay's auxiliary contact, a valve's limit switch.
+	Feedback string
 	// Sensor, Op and Value name a condition on another reading that must
 	// hold, such as "flow-1.rate > 1".
 	Sensor string
