@@ -8,3 +8,10 @@ import _ "embed"
 //
 //go:embed demo.yaml
 var Demo []byte
+
+// Fixtures is examples/fixtures.yaml: the greenhouse over the real serial
+// and GPIO drivers, on the firmware simulators that `shadowgate serve
+// --demo=fixtures` starts; it fills in ${LINE_PORT} and ${MODBUS_PORT}.
+//
+//go:embed fixtures.yaml
+var Fixtures []byte

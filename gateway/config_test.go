@@ -421,3 +421,17 @@ func openedDrivers(t *testing.T, b *Built, dir string) *devices.Registry {
 	reg.Refresh()
 	return reg
 }
+
+// TestEveryExampleChecks loads every example configuration as `shadowgate
+// check` does: they are what people copy.
+func TestEveryExampleChecks(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("examples: %v, %v", files, err)
+	}
+	for _, f := range files {
+		if _, err := LoadFile(f); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}

@@ -189,7 +189,7 @@ func startDemo(t *testing.T) (gateway.Parts, string) {
 // temporary one removed at the end).
 func startDemoAt(t *testing.T, stateDir string) (gateway.Parts, string) {
 	t.Helper()
-	cfg, err := load("", true)
+	cfg, _, err := load("", "sim")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Command shadowgate is the governed edge gateway.
 //
-//	shadowgate serve [--config F | --demo]   run the gateway
+//	shadowgate serve [--config F | --demo[=fixtures]]   run the gateway
 //	shadowgate check --config F              check a configuration
 //	shadowgate journal verify|export|tail    read the journal
 //	shadowgate approvals list|approve|deny   answer approvals through the API
@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,7 +54,7 @@ func main() {
 const usage = `usage: shadowgate <command> [flags]
 
 commands:
-  serve [--config F | --demo] [--log-level L]   run the gateway
+  serve [--config F | --demo[=fixtures]] [--log-level L]   run the gateway
   check --config F                              check a configuration and exit
   journal verify|export|tail [flags]            read the journal (shadowgate journal help)
   approvals list|approve|deny [flags]           answer approvals through the API
@@ -91,23 +92,59 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-func load(configPath string, demo bool) (*gateway.Built, error) {
-	if demo {
-		return gateway.Load("examples/demo.yaml (embedded)", examples.Demo)
+// demoFlag is --demo: bare, the simulated greenhouse ("sim"); with
+// =fixtures, the greenhouse over the real drivers on firmware simulators.
+type demoFlag string
+
+func (d *demoFlag) String() string   { return string(*d) }
+func (d *demoFlag) IsBoolFlag() bool { return true }
+func (d *demoFlag) Set(s string) error {
+	switch s {
+	case "true", "sim":
+		*d = "sim"
+	case "false":
+		*d = ""
+	case "fixtures":
+		*d = "fixtures"
+	default:
+		return fmt.Errorf("%q: want --demo or --demo=fixtures", s)
 	}
-	return gateway.LoadFile(configPath)
+	return nil
+}
+
+// load reads the configuration, or the demo's. For the fixtures demo it
+// starts the firmware simulators first, and returns them to be closed.
+func load(configPath string, demo demoFlag) (*gateway.Built, *gateway.Fixtures, error) {
+	switch demo {
+	case "sim":
+		b, err := gateway.Load("examples/demo.yaml (embedded)", examples.Demo)
+		return b, nil, err
+	case "fixtures":
+		fx, err := gateway.StartFixtures()
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := gateway.Load("examples/fixtures.yaml (embedded)", fx.Configure(examples.Fixtures))
+		if err != nil {
+			return nil, nil, errors.Join(err, fx.Close())
+		}
+		return b, fx, nil
+	}
+	b, err := gateway.LoadFile(configPath)
+	return b, nil, err
 }
 
 func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "configuration file")
-	demo := fs.Bool("demo", false, "run the embedded demo greenhouse on simulated devices")
+	var demo demoFlag
+	fs.Var(&demo, "demo", "run the embedded demo greenhouse on simulated devices; --demo=fixtures runs it over the real serial and GPIO drivers on firmware simulators")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	if (*configPath == "") == !*demo || fs.NArg() > 0 {
+	if (*configPath == "") == (demo == "") || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "shadowgate serve: give exactly one of --config F or --demo")
 		return exitUsage
 	}
@@ -122,10 +159,17 @@ func serve(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer ignoreHangups(log)()
-	cfg, err := load(*configPath, *demo)
+	cfg, fixtures, err := load(*configPath, demo)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitConfiguration
+	}
+	if fixtures != nil {
+		defer func() {
+			if err := fixtures.Close(); err != nil {
+				log.Warn("stopping the firmware simulators", "error", err)
+			}
+		}()
 	}
 	// Ready is called once every port is bound: only then is the way in
 	// told, and a supervisor or a person may use it.
@@ -138,11 +182,17 @@ func serve(args []string, stderr io.Writer) int {
 			attrs = append(attrs, "mqtt", p.MQTT.Addr("tcp"))
 		}
 		log.Info("gateway ready", attrs...)
-		if !*demo {
+		switch demo {
+		case "":
 			return
+		case "sim":
+			fmt.Fprintf(stderr, "shadowgate %s: demo greenhouse on simulated devices, mode %s; every write asks a person.\n"+
+				"The plan irrigate runs every minute and its writes wait for approval; stop with Ctrl-C.\n", version, cfg.Mode)
+		case "fixtures":
+			fmt.Fprintf(stderr, "shadowgate %s: demo greenhouse over the real serial and GPIO drivers, mode %s; every write asks a person.\n"+
+				"The line firmware is on %s, the Modbus board on %s, the GPIO board on pins %s; stop with Ctrl-C.\n",
+				version, cfg.Mode, fixtures.Line.Path(), fixtures.Modbus.Path(), "DEMO_RELAY, DEMO_FEEDBACK, DEMO_FLOAT")
 		}
-		fmt.Fprintf(stderr, "shadowgate %s: demo greenhouse on simulated devices, mode %s; every write asks a person.\n"+
-			"The plan irrigate runs every minute and its writes wait for approval; stop with Ctrl-C.\n", version, cfg.Mode)
 		if w := cfg.Web; w != nil {
 			fmt.Fprintf(stderr, "\nConsole on http://%s — log in as %s, password %s.\n", w.Listen, demoUser, demoPassword)
 		}
@@ -158,7 +208,7 @@ func serve(args []string, stderr io.Writer) int {
 				host, port, demoUser, demoPassword, m.Prefix)
 		}
 	}
-	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: *demo, Logger: log, Ready: ready}); err != nil {
+	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: demo != "", Logger: log, Ready: ready}); err != nil {
 		log.Error("gateway failed", "error", err)
 		return exitUnavailable
 	}

@@ -47,7 +47,7 @@ func TestExitCodes(t *testing.T) {
 // TestDemoLoginMatchesTheDemoConfiguration keeps the login the demo prints
 // in step with the hash in examples/demo.yaml.
 func TestDemoLoginMatchesTheDemoConfiguration(t *testing.T) {
-	cfg, err := load("", true)
+	cfg, _, err := load("", "sim")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 // /readyz answers, and SIGTERM still stops the gateway, through the same
 // signal handling serve uses.
 func TestPanicInTheJournalDoesNotFreezeTheGateway(t *testing.T) {
-	cfg, err := load("", true)
+	cfg, _, err := load("", "sim")
 	if err != nil {
 		t.Fatal(err)
 	}
