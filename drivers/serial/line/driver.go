@@ -290,9 +290,12 @@ func (d *Driver) keep(ctx context.Context) {
 		d.mu.Unlock()
 		_ = c.p.Close()
 		<-c.dead
+		if ctx.Err() != nil {
+			return // closing: nobody is told the board went
+		}
 		why := c.err
-		if why == nil || ctx.Err() != nil {
-			why = errors.New("the driver stopped")
+		if why == nil {
+			why = errors.New("the port closed")
 		}
 		d.setOnline(false, why)
 		if !sleep(ctx, back.Next()) {
