@@ -34,7 +34,11 @@ type bus struct {
 	sem    chan struct{}
 	p      port.Port // nil while closed
 	lastIO time.Time // when the line was last busy
-	buf    [MaxFrame]byte
+	// unsettled is set after a request had no answer or a garbled one:
+	// its answer may still be on its way, and must not be taken for the
+	// next request's (in RTU, two reads of one unit look alike).
+	unsettled bool
+	buf       [MaxFrame]byte
 	out    []byte
 }
 
@@ -81,6 +85,11 @@ func (b *bus) exchange(ctx context.Context, req Request) (resp Response, sent bo
 			return Response{}, false, ctx.Err()
 		}
 	}
+	if b.unsettled {
+		if err := b.settle(ctx); err != nil {
+			return Response{}, false, err
+		}
+	}
 	if err := b.p.ResetInputBuffer(); err != nil {
 		return Response{}, false, b.fail(fmt.Errorf("flushing input: %w", err))
 	}
@@ -94,11 +103,13 @@ func (b *bus) exchange(ctx context.Context, req Request) (resp Response, sent bo
 	got := 0
 	for got < len(b.buf) && (got == 0 || got < req.FrameLen(b.buf[:got])) {
 		if err := ctx.Err(); err != nil {
+			b.unsettled = true
 			return Response{}, true, err
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			if got == 0 {
+				b.unsettled = true
 				return Response{}, true, fmt.Errorf("%w from unit %d to %v within %v", errNoAnswer, req.Unit, req.Function, b.timeout)
 			}
 			break // what came is all there is: the decoder says what is wrong
@@ -117,7 +128,35 @@ func (b *bus) exchange(ctx context.Context, req Request) (resp Response, sent bo
 		}
 	}
 	resp, err = Decode(req, b.buf[:got])
+	b.unsettled = err != nil && IsNoise(err)
 	return resp, true, err
+}
+
+// settle waits, after a request that had no answer or a garbled one, until
+// the line has been quiet for half a timeout (and at least 20 character
+// times), throwing away whatever arrives: a late answer that would
+// otherwise be taken for the next request's.
+func (b *bus) settle(ctx context.Context) error {
+	quiet := max(b.timeout/2, 20*b.settings.CharTime())
+	since := time.Now()
+	for time.Since(since) < quiet {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := b.p.SetReadTimeout(min(quiet-time.Since(since), 50*time.Millisecond) + time.Millisecond); err != nil {
+			return b.fail(fmt.Errorf("setting the read timeout: %w", err))
+		}
+		k, err := b.p.Read(b.buf[:])
+		if err != nil {
+			return b.fail(fmt.Errorf("draining the line: %w", err))
+		}
+		if k > 0 {
+			since = time.Now() // something came: wait for quiet again
+		}
+	}
+	b.unsettled = false
+	b.lastIO = time.Now()
+	return nil
 }
 
 // fail closes the port after an I/O error, which usually means the

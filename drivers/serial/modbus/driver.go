@@ -419,10 +419,21 @@ func (d *Driver) Write(ctx context.Context, device, capability string, v value.V
 	return nil
 }
 
+// refusesWholly reports whether an exception code says a request was not
+// carried out at all: an illegal function, address or value (nothing was
+// done, the request was not understood) or busy (not taken).
+func refusesWholly(code byte) bool { return code == 0x01 || code == 0x02 || code == 0x03 || code == 0x06 }
+
 // outcome types a failed request for the runtime.
 func (d *Driver) outcome(ctx context.Context, err error, write, sent bool) error {
 	var ex *ExceptionError
 	switch {
+	case errors.As(err, &ex) && write && !refusesWholly(ex.Code):
+		// Acknowledge (0x05: it will be carried out), a device failure
+		// (0x04: perhaps half done), a gateway's target that did not
+		// answer (0x0B: perhaps forwarded), or a code the spec does not
+		// name: the write may have taken effect.
+		return devices.UnknownOutcome(fmt.Errorf("unit answered %s (%s): %w", ex.HexCode(), ex.Name(), err))
 	case errors.As(err, &ex):
 		return devices.Refused(ex.HexCode(), ex.Name())
 	case !sent:

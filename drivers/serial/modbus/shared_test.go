@@ -44,3 +44,21 @@ func TestOneOutputOneID(t *testing.T) {
 		t.Errorf("two readers of one input register were refused:\n%s", got)
 	}
 }
+
+// TestOnlyWholeRefusalsAreRefusals: a write answered with an exception
+// that does not say "nothing was done" is an unknown outcome.
+func TestOnlyWholeRefusalsAreRefusals(t *testing.T) {
+	d := &Driver{}
+	for code, want := range map[byte]devices.Outcome{
+		0x01: devices.OutcomeRefused, 0x02: devices.OutcomeRefused, 0x03: devices.OutcomeRefused, 0x06: devices.OutcomeRefused,
+		0x04: devices.OutcomeUnknown, 0x05: devices.OutcomeUnknown, 0x0B: devices.OutcomeUnknown, 0x42: devices.OutcomeUnknown,
+	} {
+		err := d.outcome(t.Context(), &ExceptionError{Function: WriteSingleCoil, Code: code}, true, true)
+		if got := devices.Classify(err); got != want {
+			t.Errorf("a write answered 0x%02X is %v, want %v", code, got, want)
+		}
+		if got := devices.Classify(d.outcome(t.Context(), &ExceptionError{Function: ReadCoils, Code: code}, false, true)); got != devices.OutcomeRefused {
+			t.Errorf("a read answered 0x%02X is %v, want refused (a read changes nothing)", code, got)
+		}
+	}
+}
