@@ -39,7 +39,7 @@ type bus struct {
 	// next request's (in RTU, two reads of one unit look alike).
 	unsettled bool
 	buf       [MaxFrame]byte
-	out    []byte
+	out       []byte
 }
 
 func newBus(s port.Settings, timeout time.Duration) *bus {

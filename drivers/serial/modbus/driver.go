@@ -422,7 +422,9 @@ func (d *Driver) Write(ctx context.Context, device, capability string, v value.V
 // refusesWholly reports whether an exception code says a request was not
 // carried out at all: an illegal function, address or value (nothing was
 // done, the request was not understood) or busy (not taken).
-func refusesWholly(code byte) bool { return code == 0x01 || code == 0x02 || code == 0x03 || code == 0x06 }
+func refusesWholly(code byte) bool {
+	return code == 0x01 || code == 0x02 || code == 0x03 || code == 0x06
+}
 
 // outcome types a failed request for the runtime.
 func (d *Driver) outcome(ctx context.Context, err error, write, sent bool) error {
