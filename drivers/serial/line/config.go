@@ -72,6 +72,12 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 			in.Device(i).At("capabilities").Index(0).At("type").Errorf("the line protocol carries bool, number and enum, not %s", t)
 			ok = false
 		}
+		for k, e := range d.Capabilities[0].Enum {
+			if !ValidValue(e) {
+				in.Device(i).At("capabilities").Index(0).At("enum").Index(k).Errorf("%q cannot be sent on the line protocol (1 to 64 of A-Z a-z 0-9 _ - . +)", e)
+				ok = false
+			}
+		}
 		// The floor is the zero Floor: a line on a USB cable leaves nothing
 		// of its own; what the firmware drives is declared in effects.
 		d.Capabilities[0].Floor = devices.Floor{}

@@ -195,6 +195,9 @@ func (d *Driver) Why(device string) error {
 func (d *Driver) Health(context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return devices.ErrClosed
+	}
 	if d.online {
 		return nil
 	}
@@ -602,6 +605,12 @@ func (d *Driver) lookup(op, device, capability string) (*devices.Device, *device
 	c := &dev.Capabilities[0]
 	if c.Name != capability {
 		return nil, nil, &devices.OpError{Op: op, Device: device, Capability: capability, Err: devices.ErrUnknownCapability}
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, nil, &devices.OpError{Op: op, Device: device, Capability: capability, Err: devices.ErrClosed}
 	}
 	if err := d.Why(device); err != nil {
 		return nil, nil, &devices.OpError{Op: op, Device: device, Capability: capability, Err: devices.Offline(err)}

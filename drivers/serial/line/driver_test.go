@@ -351,3 +351,17 @@ func TestMissingPortSaysSo(t *testing.T) {
 		t.Fatal("devices listed without a port")
 	}
 }
+
+func TestClosedDriverSaysSo(t *testing.T) {
+	bd := plugBoard(t, linefirmware.State{})
+	d := openDriver(t, bd, false, relay)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Health(t.Context()); !errors.Is(err, devices.ErrClosed) {
+		t.Errorf("Health after Close = %v", err)
+	}
+	if err := d.Write(t.Context(), "relay-1", "on", value.Bool(true)); !errors.Is(err, devices.ErrClosed) {
+		t.Errorf("Write after Close = %v", err)
+	}
+}
