@@ -144,6 +144,10 @@ func serve(args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
+	if demo == "sim" && fs.NArg() == 1 && fs.Arg(0) == "fixtures" {
+		fmt.Fprintln(stderr, "shadowgate serve: write --demo=fixtures (with =): --demo alone is the simulated greenhouse")
+		return exitUsage
+	}
 	if (*configPath == "") == (demo == "") || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "shadowgate serve: give exactly one of --config F or --demo")
 		return exitUsage

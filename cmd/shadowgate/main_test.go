@@ -33,6 +33,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"check", "--config", filepath.Join(dir, "missing.yaml")}, exitConfiguration, "no such file"},
 		{[]string{"serve"}, exitUsage, "exactly one of --config F or --demo"},
 		{[]string{"serve", "--demo", "--log-level", "loud"}, exitUsage, "--log-level"},
+		{[]string{"serve", "--demo", "fixtures"}, exitUsage, "write --demo=fixtures"},
+		{[]string{"serve", "--demo=bogus"}, exitUsage, "want --demo or --demo=fixtures"},
 		{[]string{"serve", "--config", bad}, exitConfiguration, `unknown key "foo"`},
 	}
 	for _, tc := range tests {
