@@ -275,19 +275,12 @@ func (d *Driver) acquire(l *line) error {
 	}
 	was := l.level
 	if l.output {
-		// An output found again is never driven back to where a command
-		// left it: that would be an act nobody judged, on a world that may
-		// have changed (the interlock that allowed it may not hold now).
-		// It is driven to its configured initial level, as at open, or
-		// left alone and read as unknown until a governed write drives it.
+		// An output found again is not driven at all: driving it back to
+		// where a command left it, or to its initial level, would be an act
+		// nobody judged, on a world that may have changed (the interlock
+		// that allowed it may not hold now). Its level is unknown until a
+		// governed write drives it.
 		l.drivenKnown = false
-		if l.cfg.Initial != nil {
-			lvl := l.physical(*l.cfg.Initial)
-			if err := l.pin.Out(lvl); err != nil {
-				return gpioError(fmt.Errorf("setting %s to its initial %s again: %w", l.dev.Address, lvl, err))
-			}
-			l.driven, l.drivenKnown = lvl, true
-		}
 	} else if err := d.inputLocked(l); err != nil {
 		return err
 	}
