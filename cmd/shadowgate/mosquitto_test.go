@@ -286,13 +286,26 @@ devices:
 	if len(got) == 0 {
 		t.Fatal("no events upstream")
 	}
-	for i := 1; i < len(got); i++ {
-		if got[i] != got[i-1]+1 {
-			t.Fatalf("events upstream at %d: %d after %d (want each once, in order); all: %v", i, got[i], got[i-1], got)
+	// QoS 1 is at least once: an event may arrive again after a reconnect
+	// (a consumer tells by its seq), but each first arrival is in order and
+	// none is missing.
+	var high uint64
+	resent := 0
+	for i, seq := range got {
+		switch {
+		case seq == high+1 || i == 0:
+			high = seq
+		case seq <= high:
+			resent++
+		default:
+			t.Fatalf("events upstream at %d: %d after %d (an event is missing); all: %v", i, seq, high, got)
 		}
 	}
-	if got[len(got)-1] < last {
-		t.Fatalf("upstream ends at %d, the gateway at %d", got[len(got)-1], last)
+	if resent > 0 {
+		t.Logf("%d events arrived upstream again after a reconnect (QoS 1 is at least once)", resent)
+	}
+	if high < last {
+		t.Fatalf("upstream ends at %d, the gateway at %d", high, last)
 	}
 	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
