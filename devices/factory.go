@@ -78,6 +78,13 @@ type Instance interface {
 	// Device is the place of devs[i], the i-th device given to Configure:
 	// Device(i).At("address").Errorf(...).
 	Device(i int) Place
+	// Claim says that this driver reaches the thing of kind named key (a
+	// serial port by its path, a GPIO line by its pin), written at at. One
+	// thing in the world is reached by one driver: a second driver's claim
+	// of it is reported at that claim, naming the first, and Claim returns
+	// false. A driver that uses a thing for several devices claims it
+	// once.
+	Claim(kind, key string, at Place) bool
 }
 
 // Place is a place in the configuration: a driver's options, a device, or

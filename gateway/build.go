@@ -111,6 +111,9 @@ type checker struct {
 	// driverOf names the driver of each device its driver configured,
 	// for errors that say what the driver says.
 	driverOf map[string]string
+	// claims names the driver that reaches each thing a driver claimed
+	// ("kind\x00key"), for one thing, one driver.
+	claims map[string]string
 }
 
 // path is a place in the document: keys and indices.

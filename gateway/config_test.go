@@ -435,3 +435,28 @@ func TestEveryExampleChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestOneThingOneDriver: two drivers that reach one serial port or one GPIO
+// line are refused at check time, at the second, naming the first.
+func TestOneThingOneDriver(t *testing.T) {
+	_, err := Load("c.yaml", []byte(`gateway: {id: gw}
+drivers:
+  - {name: arduino, type: line, line: {port: /dev/ttyUSB0}}
+  - {name: rs485, type: modbus, modbus: {port: /dev/ttyUSB0, registers: {th-1: {t: {table: input, address: 0}}}}}
+  - {name: pi, type: gpio}
+  - {name: pi2, type: gpio}
+devices:
+  - {id: relay-1, driver: arduino, address: relay, capabilities: [{name: "on", kind: sensor, type: bool}]}
+  - {id: th-1, driver: rs485, address: "1", capabilities: [{name: t, kind: sensor, type: number}]}
+  - {id: pump-1, driver: pi, address: GPIO17, capabilities: [{name: "on", kind: sensor, type: bool}]}
+  - {id: pump-2, driver: pi2, address: GPIO17, capabilities: [{name: "on", kind: sensor, type: bool}]}
+`))
+	for _, want := range []string{
+		`c.yaml:4:48: drivers[1].modbus.port: serial port /dev/ttyUSB0 is reached by driver arduino already`,
+		`c.yaml:11:40: devices[3].address: GPIO line GPIO17 is reached by driver pi already`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load error =\n%v\nwant it to contain\n%s", err, want)
+		}
+	}
+}

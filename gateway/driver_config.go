@@ -88,6 +88,7 @@ func (c *checker) drivers(dcs []DriverConfig) ([]*driverEntry, map[string]bool) 
 // devs is in the file. The floors the factories set are written into devs.
 func (c *checker) configureDrivers(entries []*driverEntry, devs []devices.Device, at []path) []BuiltDriver {
 	c.driverOf = map[string]string{}
+	c.claims = map[string]string{}
 	var out []BuiltDriver
 	for _, e := range entries {
 		if !e.ok {
@@ -149,6 +150,19 @@ func (in *driverInstance) Device(i int) devices.Place {
 		panic("gateway: Device(" + strconv.Itoa(i) + ") of a device the driver factory was not given")
 	}
 	return place{in.c, in.devAt[i]}
+}
+
+// Claim records that the driver reaches kind key, and reports a second
+// driver's claim of it, naming the first.
+func (in *driverInstance) Claim(kind, key string, at devices.Place) bool {
+	k := kind + "\x00" + key
+	first, taken := in.c.claims[k]
+	if !taken || first == in.name {
+		in.c.claims[k] = in.name
+		return true
+	}
+	at.Errorf("%s %s is reached by driver %s already: one %s, one driver", kind, key, first, kind)
+	return false
 }
 
 // Decode checks the options' shape against v's type, as the rest of the

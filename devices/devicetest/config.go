@@ -3,6 +3,7 @@ package devicetest
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -22,6 +23,27 @@ type Config struct {
 	Settings any
 
 	problems []string
+	claims   map[string]bool
+}
+
+// Claim records a claim. One driver may claim a thing again; a claim by
+// another driver is the gateway's to see.
+func (c *Config) Claim(kind, key string, _ devices.Place) bool {
+	if c.claims == nil {
+		c.claims = map[string]bool{}
+	}
+	c.claims[kind+" "+key] = true
+	return true
+}
+
+// Claims returns what the factory claimed, as "kind key", sorted.
+func (c *Config) Claims() []string {
+	out := make([]string, 0, len(c.claims))
+	for k := range c.claims {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Name returns c.Driver.

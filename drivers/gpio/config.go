@@ -71,6 +71,9 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 		if !checkDevice(in.Device(i), d) {
 			ok = false
 		}
+		if d.Address != "" && !in.Claim("GPIO line", d.Address, in.Device(i).At("address")) {
+			ok = false
+		}
 		for k := range d.Capabilities {
 			// A line leaves nothing of its own: what it switches is for
 			// the configuration to declare.

@@ -188,12 +188,14 @@ func (d *Driver) Open(ctx context.Context) error {
 	defer d.mu.Unlock()
 	if err != nil {
 		d.state = stateNew
+		d.release()
 		return err
 	}
 	if d.state == stateClosed {
 		// Close came while the pins were being set up: it found nothing to
 		// stop, so halt them here and start nothing.
 		d.haltAll()
+		d.release()
 		return &devices.OpError{Op: "open", Err: devices.ErrClosed}
 	}
 	d.state = stateOpen
@@ -449,6 +451,7 @@ func (d *Driver) Close() error {
 	if !wasOpen {
 		return nil
 	}
+	defer d.release()
 	cancel()
 	stopped := make(chan struct{})
 	go func() {

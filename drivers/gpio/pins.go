@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"periph.io/x/conn/v3/driver"
 	"periph.io/x/conn/v3/driver/driverreg"
@@ -50,7 +51,46 @@ func (d *Driver) resolve(st *driverreg.State, hostProblem error) error {
 		}
 		seen[name] = l
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return d.claim()
+}
+
+// claimed are the physical pins the gpio drivers of this process hold,
+// by the real pin's name: one line, one driver, whatever names two
+// drivers' configurations give it (GPIO17 and P1_11).
+var claimed = struct {
+	// mu guards m.
+	mu sync.Mutex
+	m  map[string]*Driver
+}{m: map[string]*Driver{}}
+
+// claim takes every resolved pin for d, or none.
+func (d *Driver) claim() error {
+	claimed.mu.Lock()
+	defer claimed.mu.Unlock()
+	for _, l := range d.lines {
+		if o := claimed.m[l.real.Name()]; o != nil && o != d {
+			return &devices.OpError{Op: "open", Device: l.dev.ID,
+				Err: fmt.Errorf("pin %s (%s) is reached by another gpio driver of this gateway already: one line, one driver", l.dev.Address, l.real.Name())}
+		}
+	}
+	for _, l := range d.lines {
+		claimed.m[l.real.Name()] = d
+	}
+	return nil
+}
+
+// release gives d's pins back.
+func (d *Driver) release() {
+	claimed.mu.Lock()
+	defer claimed.mu.Unlock()
+	for name, o := range claimed.m {
+		if o == d {
+			delete(claimed.m, name)
+		}
+	}
 }
 
 // pinsHere says which pins this machine has, or why it has none.

@@ -47,7 +47,7 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 	var cfg Config
 	ok := in.Decode(&cfg)
 	settings, portOK := cfg.Config.Check(in.Options(), 115200)
-	ok = ok && portOK
+	ok = ok && portOK && in.Claim("serial port", settings.Path, in.Options().At("port"))
 	timeout := DefaultTimeout
 	if cfg.Timeout != "" {
 		d, err := time.ParseDuration(cfg.Timeout)

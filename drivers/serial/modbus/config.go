@@ -95,6 +95,7 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 	}
 	at := in.Options()
 	settings, ok := cfg.Config.Check(at, DefaultBaud)
+	ok = ok && in.Claim("serial port", settings.Path, at.At("port"))
 	timeout := DefaultTimeout
 	if cfg.Timeout != "" {
 		d, err := time.ParseDuration(cfg.Timeout)

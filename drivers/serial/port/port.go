@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.bug.st/serial"
@@ -152,11 +154,47 @@ func Open(s Settings) (Port, error) {
 	case OddParity:
 		mode.Parity = serial.OddParity
 	}
+	// One port is reached by one driver: two would take each other's
+	// replies (as root, the exclusive open does not stop a second open).
+	key := s.Path
+	if real, err := filepath.EvalSymlinks(s.Path); err == nil {
+		key = real
+	}
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	if held.m[key] {
+		return nil, fmt.Errorf("serial port %s (%s) is open in this gateway already: one port, one driver", s.Path, key)
+	}
 	p, err := serial.Open(s.Path, mode)
 	if err != nil {
 		return nil, explain(s.Path, err)
 	}
-	return p, nil
+	held.m[key] = true
+	return &heldPort{Port: p, key: key}, nil
+}
+
+// held are the ports open in this process, by their resolved path.
+var held = struct {
+	// mu guards m.
+	mu sync.Mutex
+	m  map[string]bool
+}{m: map[string]bool{}}
+
+// heldPort is an open port that gives its path back when closed.
+type heldPort struct {
+	serial.Port
+	key  string
+	once sync.Once
+}
+
+func (h *heldPort) Close() error {
+	err := h.Port.Close()
+	h.once.Do(func() {
+		held.mu.Lock()
+		delete(held.m, h.key)
+		held.mu.Unlock()
+	})
+	return err
 }
 
 // explain turns an open error into one that says what to do.

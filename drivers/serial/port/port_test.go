@@ -1,6 +1,8 @@
 package port
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +119,37 @@ func TestBackoffDoublesToItsMaximumAndResets(t *testing.T) {
 	if d := zero.Next(); d != 100*time.Millisecond {
 		t.Errorf("zero Backoff starts at %v", d)
 	}
+}
+
+func TestOnePortOneDriver(t *testing.T) {
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	link := filepath.Join(t.TempDir(), "ttyUSB0")
+	if err := os.Symlink(slave.Name(), link); err != nil {
+		t.Fatal(err)
+	}
+	s := Settings{Path: slave.Name(), Baud: 9600, DataBits: 8, StopBits: 1}
+	p, err := Open(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Path = link
+	if q, err := Open(s); err == nil || !strings.Contains(err.Error(), "is open in this gateway already") {
+		if q != nil {
+			q.Close()
+		}
+		t.Fatalf("a second open of one port through a link = %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Open(s)
+	if err != nil {
+		t.Fatalf("the port was not given back on Close: %v", err)
+	}
+	q.Close()
 }

@@ -1,0 +1,48 @@
+package gpio
+
+import (
+	"strings"
+	"testing"
+
+	"periph.io/x/conn/v3/driver/driverreg"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/devices/devicetest"
+	gpioboard "github.com/shadowgate/shadowgate/firmware-fixtures/gpio-board"
+)
+
+// TestOneLineOneDriver: two gpio drivers of one gateway cannot reach one
+// physical pin, under any two of its names; the pin is free again once the
+// first driver closes.
+func TestOneLineOneDriver(t *testing.T) {
+	leakCheck(t)
+	machine(t, &driverreg.State{}, nil, nil)
+	newBoard(t, gpioboard.Options{Aliases: map[string]string{"P1_11": "GPIO17"}})
+	first := open(t, []devices.Device{actuator("pump-relay", "GPIO17")}, nil)
+	second := build(t, nil, []devices.Device{actuator("pump-relay-2", "P1_11")}, nil)
+	err := second.Open(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "pin P1_11 (GPIO17) is reached by another gpio driver") {
+		t.Fatalf("a second driver on one pin opened: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Open(t.Context()); err != nil {
+		t.Fatalf("the pin was not given back when its driver closed: %v", err)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfigureClaimsEachLine: the factory claims each device's pin, so
+// that the gateway can refuse a second driver on it at check time.
+func TestConfigureClaimsEachLine(t *testing.T) {
+	in := &devicetest.Config{Driver: "pi"}
+	if configure(in, []devices.Device{actuator("pump-relay", "GPIO17"), sensor("pump-fb", "GPIO27")}) == nil {
+		t.Fatalf("problems: %q", in.Problems())
+	}
+	if got := strings.Join(in.Claims(), ","); got != "GPIO line GPIO17,GPIO line GPIO27" {
+		t.Fatalf("claims = %s", got)
+	}
+}
