@@ -65,6 +65,10 @@ type Driver struct {
 	turn chan struct{}
 	// kick wakes the keeper: a request was missed, or the board booted.
 	kick chan struct{}
+	// settled is closed once the first connection is known: the board
+	// answered, or the port could not be opened.
+	settled    chan struct{}
+	settleOnce sync.Once
 
 	// mu guards everything below.
 	mu       sync.Mutex
@@ -110,7 +114,7 @@ func New(opts Options) *Driver {
 	d := &Driver{
 		opts: opts, log: log.With("port", opts.Port.Path),
 		byID: map[string]*devices.Device{}, byName: map[string]*devices.Device{},
-		turn: make(chan struct{}, 1), kick: make(chan struct{}, 1),
+		turn: make(chan struct{}, 1), kick: make(chan struct{}, 1), settled: make(chan struct{}),
 		why:      errors.New("the port " + opts.Port.Path + " is not open yet"),
 		mismatch: map[string]error{},
 		noticed:  make(chan struct{}),
@@ -123,25 +127,43 @@ func New(opts Options) *Driver {
 	return d
 }
 
+// greetWait bounds how long Open waits for the board's first answer: an
+// Arduino restarts when its port opens and takes about two seconds.
+const greetWait = 3 * time.Second
+
 // Open starts the driver's keeper, which opens the port, greets the board
 // and keeps it: it reopens the port with backoff when it fails (a USB
 // adapter unplugged and back under the same path), and takes the board
-// for lost when it stops answering. Open does not wait for the board: a
-// board that is not there yet is offline, with why.
-func (d *Driver) Open(context.Context) error {
+// for lost when it stops answering. Open waits, up to greetWait or ctx,
+// until the board answered or the port could not be opened, so the
+// gateway starts knowing which; a board that is not there is offline, with
+// why, and is looked for again.
+func (d *Driver) Open(ctx context.Context) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return devices.ErrClosed
 	}
 	if d.stop != nil {
+		d.mu.Unlock()
 		return errors.New("line driver on " + d.opts.Port.Path + " is open already")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	kctx, cancel := context.WithCancel(context.Background())
 	d.stop = cancel
-	d.wg.Go(func() { d.keep(ctx) })
+	d.wg.Go(func() { d.keep(kctx) })
+	d.mu.Unlock()
+	t := time.NewTimer(greetWait)
+	defer t.Stop()
+	select {
+	case <-d.settled:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 	return nil
 }
+
+// settle says the first connection is known.
+func (d *Driver) settle() { d.settleOnce.Do(func() { close(d.settled) }) }
 
 // Close stops the keeper and closes the port. No goroutine of the driver
 // outlives it.
@@ -281,6 +303,7 @@ func (d *Driver) keep(ctx context.Context) {
 		c, err := d.connect()
 		if err != nil {
 			d.setOnline(false, err)
+			d.settle()
 			d.log.Debug("line port not open", "error", err)
 			if !sleep(ctx, back.Next()) {
 				return
@@ -358,6 +381,7 @@ func (d *Driver) serve(ctx context.Context, c *conn, back *port.Backoff) {
 			back.Reset()
 			d.setOnline(true, nil)
 			d.refreshReadings(ctx)
+			d.settle()
 			t.Reset(d.opts.Keepalive)
 			continue
 		}
