@@ -9,6 +9,7 @@ import (
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/devices/devicetest"
 	gpioboard "github.com/shadowgate/shadowgate/firmware-fixtures/gpio-board"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // TestOneLineOneDriver: two gpio drivers of one gateway cannot reach one
@@ -44,5 +45,18 @@ func TestConfigureClaimsEachLine(t *testing.T) {
 	}
 	if got := strings.Join(in.Claims(), ","); got != "GPIO line GPIO17,GPIO line GPIO27" {
 		t.Fatalf("claims = %s", got)
+	}
+}
+
+// TestFailedFirstOutIsUnknown: an Out that fails on a line this driver
+// never drove may have made it an output already: the outcome is unknown.
+func TestFailedFirstOutIsUnknown(t *testing.T) {
+	leakCheck(t)
+	machine(t, &driverreg.State{}, nil, nil)
+	b := newBoard(t, gpioboard.Options{})
+	d := open(t, []devices.Device{actuator("pump-relay", "GPIO17")}, nil)
+	b.Relay().FailNextOut(nil)
+	if err := d.Write(t.Context(), "pump-relay", "on", value.Bool(true)); devices.Classify(err) != devices.OutcomeUnknown {
+		t.Fatalf("a first Out that failed = %v, want an unknown outcome", err)
 	}
 }

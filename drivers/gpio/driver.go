@@ -400,6 +400,15 @@ func (d *Driver) Write(ctx context.Context, device, capability string, v value.V
 	if err := l.pin.Out(lvl); err != nil {
 		cause := gpioError(fmt.Errorf("setting %s %s: %w", l.dev.Address, lvl, err))
 		d.loseLocked(l, cause)
+		if !l.drivenKnown && !isPermission(err) {
+			// The line was not yet driven by this driver: periph makes it
+			// an output first (driving it low) and sets the level after,
+			// so a failure may have left it changed. (A line it may not
+			// open at all was not changed.)
+			return l.opError("write", devices.UnknownOutcome(cause))
+		}
+		// Setting the level of a line that is an output already is one
+		// request that either took or did not.
 		return l.opError("write", devices.Offline(cause))
 	}
 	l.driven, l.drivenKnown = lvl, true
