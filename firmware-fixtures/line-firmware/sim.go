@@ -176,8 +176,8 @@ func (b *Board) answerLocked(line string) (string, bool) {
 	}
 	f := strings.Split(body, " ")
 	id := f[0]
-	if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 65535 || len(f) < 2 {
-		return "", false
+	if !plainID(id) || len(f) < 2 {
+		return "", false // noise: a reply could not name it
 	}
 	switch {
 	case f[1] == "PING" && len(f) == 2:
@@ -240,8 +240,29 @@ func (b *Board) replyLocked(body string) {
 // sendLocked sends an unsolicited line.
 func (b *Board) sendLocked(body string) { _, _ = b.master.Write(b.line(body)) }
 
-// line is body with its CRC and end.
+// plainID reports whether s is an id as a host writes it: 1 to 65535 in
+// plain digits, no sign, no leading zero.
+func plainID(s string) bool {
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	n, _ := strconv.Atoi(s)
+	return n <= 65535
+}
+
+// maxBody is where a reply's body is cut, so that it fits in a line.
+const maxBody = 250
+
+// line is body with its CRC and end; a body over maxBody bytes is cut.
 func (b *Board) line(body string) []byte {
+	if len(body) > maxBody {
+		body = body[:maxBody]
+	}
 	c := crc8(body)
 	if b.faults.BadCRC {
 		c++

@@ -103,6 +103,17 @@ func TestBoardSpeaksTheProtocol(t *testing.T) {
 	if got := h.next(); got != "EVT button true" {
 		t.Fatalf("a press: %q", got)
 	}
+	// An id not written as a host writes it is not answered, as the sketch
+	// does; a reply naming something too long is cut to fit a line.
+	for _, req := range []string{"007 PING", "+5 PING", "0 PING", "65536 PING", "12"} {
+		h.send(req)
+	}
+	long := strings.Repeat("x", 240)
+	h.send("13 GET " + long)
+	want := ("ERR 13 E_UNKNOWN no capability " + long)[:250]
+	if got := h.next(); got != want {
+		t.Fatalf("after requests without a plain id and a long one: %q, want %q", got, want)
+	}
 }
 
 func TestBoardFaults(t *testing.T) {
