@@ -20,7 +20,7 @@ import (
 // the broker on a free port and a paho client logged in, so a driver is
 // tried through the governed path: an MQTT command in, a reply out.
 type hwRig struct {
-	t      *testing.T
+	t      testing.TB
 	Engine *runtime.Engine
 	prefix string
 	client paho.Client
@@ -64,12 +64,33 @@ mqtt: {listen: "127.0.0.1:0"}
 web: {enabled: false}
 `
 
+// hwOptions vary a rig for a benchmark.
+type hwOptions struct {
+	// Header replaces hwHeader.
+	Header string
+	// Quiet logs at info level, the gateway's default, instead of debug.
+	Quiet bool
+}
+
 // startHardware runs the gateway on hwHeader followed by hardware (the
 // drivers: and devices: sections) and connects a client. The gateway stops
 // at the end of the test; r.Stop stops it earlier.
-func startHardware(t *testing.T, hardware string) *hwRig {
+func startHardware(t testing.TB, hardware string) *hwRig {
 	t.Helper()
-	b, err := Load("hardware.yaml", []byte(hwHeader+hardware))
+	return startHardwareWith(t, hwOptions{}, hardware)
+}
+
+// startHardwareWith is startHardware with options.
+func startHardwareWith(t testing.TB, o hwOptions, hardware string) *hwRig {
+	t.Helper()
+	header, level := hwHeader, slog.LevelDebug
+	if o.Header != "" {
+		header = o.Header
+	}
+	if o.Quiet {
+		level = slog.LevelInfo
+	}
+	b, err := Load("hardware.yaml", []byte(header+hardware))
 	if err != nil {
 		t.Fatalf("the test's configuration: %v", err)
 	}
@@ -79,7 +100,7 @@ func startHardware(t *testing.T, hardware string) *hwRig {
 	ready := make(chan Parts, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.NewTextHandler(r.Log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.NewTextHandler(r.Log, &slog.HandlerOptions{Level: level})),
 			Ready: func(p Parts) { ready <- p }})
 	}()
 	var p Parts
@@ -143,6 +164,12 @@ func (r *hwRig) Stop() error { return r.stop() }
 // and returns the reply. It fails the test when none comes within 15s.
 func (r *hwRig) Command(device, capability, value string) command.Reply {
 	r.t.Helper()
+	return r.CommandFor(r.t, device, capability, value)
+}
+
+// CommandFor is Command failing t, a subtest or sub-benchmark of the rig's.
+func (r *hwRig) CommandFor(t testing.TB, device, capability, value string) command.Reply {
+	t.Helper()
 	r.mu.Lock()
 	r.seq++
 	id := "hw-" + strconv.Itoa(r.seq)
@@ -154,11 +181,16 @@ func (r *hwRig) Command(device, capability, value string) command.Reply {
 		body = `{"id": "` + id + `", "value": ` + value + `}`
 	}
 	r.client.Publish(r.prefix+"cmd/"+device+"/"+capability, 1, false, body)
+	defer func() {
+		r.mu.Lock()
+		delete(r.replies, id)
+		r.mu.Unlock()
+	}()
 	select {
 	case rep := <-ch:
 		return rep
 	case <-time.After(15 * time.Second):
-		r.t.Fatalf("no reply to %s on cmd/%s/%s within 15s\n%s", body, device, capability, r.Log)
+		t.Fatalf("no reply to %s on cmd/%s/%s within 15s\n%s", body, device, capability, r.Log)
 	}
 	return command.Reply{}
 }

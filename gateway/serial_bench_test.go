@@ -2,23 +2,18 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/serial/line"
 	"github.com/shadowgate/shadowgate/drivers/serial/port"
 	linefirmware "github.com/shadowgate/shadowgate/firmware-fixtures/line-firmware"
-	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/value"
 )
@@ -119,133 +114,6 @@ func serialBenchDriver(b *testing.B, path string, log *slog.Logger) *line.Driver
 	return d
 }
 
-// serialBenchGateway is the whole gateway on the board, with an MQTT client
-// logged in: hwRig's twin for a benchmark.
-type serialBenchGateway struct {
-	Engine *runtime.Engine
-	Log    *syncBuffer
-	client paho.Client
-
-	mu      sync.Mutex
-	replies map[string]chan command.Reply
-}
-
-// startSerialBenchGateway runs the gateway on hwHeader (its MQTT rate limit
-// raised) followed by hardware,
-// logging at info as it does by default, and waits for relay-1 and temp-1
-// to come online. It stops when the benchmark ends.
-func startSerialBenchGateway(b *testing.B, hardware string) *serialBenchGateway {
-	b.Helper()
-	// The MQTT rate limit (60 commands a minute by default) would refuse a
-	// benchmark's commands: it is raised, the rest is hwHeader.
-	header := strings.Replace(hwHeader, `mqtt: {listen: "127.0.0.1:0"}`,
-		`mqtt: {listen: "127.0.0.1:0", commands: {per_minute: 1000000, burst: 100000}}`, 1)
-	if header == hwHeader {
-		b.Fatal("hwHeader has no mqtt line to raise the rate limit on")
-	}
-	cfg, err := Load("hardware.yaml", []byte(header+hardware))
-	if err != nil {
-		b.Fatalf("the benchmark's configuration: %v", err)
-	}
-	cfg.StateDir = b.TempDir()
-	g := &serialBenchGateway{Log: &syncBuffer{}, replies: map[string]chan command.Reply{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan Parts, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(g.Log, nil)),
-			Ready: func(p Parts) { ready <- p }})
-	}()
-	var p Parts
-	select {
-	case p = <-ready:
-	case err := <-done:
-		cancel()
-		b.Fatalf("the gateway did not start: %v\n%s", err, g.Log)
-	}
-	b.Cleanup(func() {
-		if g.client != nil {
-			g.client.Disconnect(100)
-		}
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				b.Errorf("the gateway did not stop cleanly: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			b.Errorf("the gateway did not stop within 20s")
-		}
-	})
-	g.Engine = p.Engine
-	for _, dev := range []string{"relay-1", "temp-1"} {
-		g.waitOnline(b, dev)
-	}
-	opts := paho.NewClientOptions().AddBroker("tcp://" + p.MQTT.Addr("tcp")).SetClientID("serial-bench").
-		SetUsername("demo").SetPassword("greenhouse-demo").SetAutoReconnect(false)
-	g.client = paho.NewClient(opts)
-	if tok := g.client.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		b.Fatalf("connect: %v", tok.Error())
-	}
-	tok := g.client.Subscribe("shadowgate/hw/reply/#", 1, func(_ paho.Client, m paho.Message) {
-		var rep command.Reply
-		if json.Unmarshal(m.Payload(), &rep) != nil {
-			return // the command it answers fails for want of a reply
-		}
-		g.mu.Lock()
-		ch := g.replies[rep.ID]
-		delete(g.replies, rep.ID)
-		g.mu.Unlock()
-		if ch != nil {
-			ch <- rep
-		}
-	})
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		b.Fatalf("subscribe: %v", tok.Error())
-	}
-	return g
-}
-
-// waitOnline waits up to 15s for the engine to journal device online.
-func (g *serialBenchGateway) waitOnline(b *testing.B, device string) {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	found := false
-	_ = g.Engine.Subscribe(ctx, 0, func(ev runtime.Event) error {
-		if ev.Kind == runtime.KindDeviceOnline && ev.Device == device {
-			found = true
-			return context.Canceled
-		}
-		return nil
-	})
-	if !found {
-		b.Fatalf("%s did not come online within 15s\n%s", device, g.Log)
-	}
-}
-
-// command publishes v (JSON, or "" to read) to cmd/<device>/<capability>
-// and returns the reply; it fails the benchmark when none comes within 15s.
-func (g *serialBenchGateway) command(b *testing.B, device, capability, v string) command.Reply {
-	id := serialBenchID()
-	ch := make(chan command.Reply, 1)
-	g.mu.Lock()
-	g.replies[id] = ch
-	g.mu.Unlock()
-	body := `{"id": "` + id + `"}`
-	if v != "" {
-		body = `{"id": "` + id + `", "value": ` + v + `}`
-	}
-	g.client.Publish("shadowgate/hw/cmd/"+device+"/"+capability, 1, false, body)
-	select {
-	case rep := <-ch:
-		return rep
-	case <-time.After(15 * time.Second):
-		b.Fatalf("no reply to %s on cmd/%s/%s within 15s\n%s", body, device, capability, g.Log)
-	}
-	return command.Reply{}
-}
-
 // serialBenchReplyLen is the length of a reply line with body: the body,
 // " *", the CRC's two hex digits and the newline.
 func serialBenchReplyLen(body string) int { return len(body) + len(" *XX\n") }
@@ -300,7 +168,17 @@ func BenchmarkSerialStep(b *testing.B) {
 	rawBoard := serialBenchBoard(b)
 	drv := serialBenchDriver(b, rawBoard.Path(), log)
 	gwBoard := serialBenchBoard(b)
-	gw := startSerialBenchGateway(b, strings.Replace(serialBenchHardware, "PORT", gwBoard.Path(), 1))
+	// The MQTT rate limit (60 commands a minute by default) would refuse a
+	// benchmark's commands: it is raised, the rest is hwHeader.
+	header := strings.Replace(hwHeader, `mqtt: {listen: "127.0.0.1:0"}`,
+		`mqtt: {listen: "127.0.0.1:0", commands: {per_minute: 1000000, burst: 100000}}`, 1)
+	if header == hwHeader {
+		b.Fatal("hwHeader has no mqtt line to raise the rate limit on")
+	}
+	gw := startHardwareWith(b, hwOptions{Header: header, Quiet: true}, strings.Replace(serialBenchHardware, "PORT", gwBoard.Path(), 1))
+	for _, dev := range []string{"relay-1", "temp-1"} {
+		gw.WaitEvent(0, runtime.KindDeviceOnline, dev)
+	}
 
 	// Each board's relay is flipped by every write to it, so that every
 	// write changes it.
@@ -332,7 +210,7 @@ func BenchmarkSerialStep(b *testing.B) {
 	mqttWrite := func(b *testing.B) {
 		gwRelay = !gwRelay
 		v := gwRelay
-		rep := gw.command(b, "relay-1", "on", strconv.FormatBool(v))
+		rep := gw.CommandFor(b, "relay-1", "on", strconv.FormatBool(v))
 		if rep.Outcome != "acted" || rep.Receipt == nil || rep.Receipt.Confirmation != runtime.Confirmed {
 			b.Fatalf("write %v over MQTT = %+v; want acted and confirmed\n%s", v, rep, gw.Log)
 		}
@@ -354,7 +232,7 @@ func BenchmarkSerialStep(b *testing.B) {
 		}
 	}
 	mqttRead := func(b *testing.B) {
-		rep := gw.command(b, "temp-1", "celsius", "")
+		rep := gw.CommandFor(b, "temp-1", "celsius", "")
 		if rep.Outcome != "completed" || rep.Reading == nil || rep.Reading.Value != want {
 			b.Fatalf("read over MQTT = %+v; want completed with %v\n%s", rep, want, gw.Log)
 		}
