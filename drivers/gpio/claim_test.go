@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"periph.io/x/conn/v3/driver/driverreg"
+	periphgpio "periph.io/x/conn/v3/gpio"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/devices/devicetest"
@@ -58,5 +59,19 @@ func TestFailedFirstOutIsUnknown(t *testing.T) {
 	b.Relay().FailNextOut(nil)
 	if err := d.Write(t.Context(), "pump-relay", "on", value.Bool(true)); devices.Classify(err) != devices.OutcomeUnknown {
 		t.Fatalf("a first Out that failed = %v, want an unknown outcome", err)
+	}
+}
+
+// TestWatchTellsWhereEachInputStands: a watcher learns each input's level
+// first, so a contact that never moves is known too.
+func TestWatchTellsWhereEachInputStands(t *testing.T) {
+	leakCheck(t)
+	machine(t, &driverreg.State{}, nil, nil)
+	b := newBoard(t, gpioboard.Options{})
+	b.SetFloat(periphgpio.High)
+	d := open(t, []devices.Device{sensor("float-1", "GPIO22"), actuator("pump-relay", "GPIO17")}, nil)
+	w := watch(t, d)
+	if len(w.initial) != 1 || w.initial[0].Device != "float-1" || w.initial[0].Reading == nil || w.initial[0].Reading.Value != value.Bool(true) {
+		t.Fatalf("Watch told first %+v, want float-1 reading true", w.initial)
 	}
 }

@@ -108,6 +108,8 @@ func open(t *testing.T, devs []devices.Device, lines map[string]Line) *Driver {
 type watcher struct {
 	t  *testing.T
 	ch chan devices.Notice
+	// initial are the inputs' levels Watch told first.
+	initial []devices.Notice
 }
 
 // watch runs d.Watch until the end of the test.
@@ -130,6 +132,17 @@ func watch(t *testing.T, d *Driver) *watcher {
 		defer d.hub.mu.Unlock()
 		return len(d.hub.subs) > 0
 	})
+	inputs := 0
+	for _, l := range d.lines {
+		l.mu.Lock()
+		if !l.output && l.lost == nil && l.pin != nil {
+			inputs++
+		}
+		l.mu.Unlock()
+	}
+	for range inputs {
+		w.initial = append(w.initial, w.next())
+	}
 	return w
 }
 

@@ -36,6 +36,15 @@ const (
 func (d *Driver) Watch(ctx context.Context, fn func(devices.Notice)) {
 	s := d.hub.subscribe()
 	defer d.hub.unsubscribe(s)
+	// A watcher learns first where each input stands: an edge tells only
+	// of a change, and a feedback contact that never moves would otherwise
+	// never be known.
+	for _, n := range d.levels() {
+		if ctx.Err() != nil {
+			return
+		}
+		fn(n)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -51,6 +60,21 @@ func (d *Driver) Watch(ctx context.Context, fn func(devices.Notice)) {
 			fn(n)
 		}
 	}
+}
+
+// levels returns a reading of each input that is not lost, as it was
+// last reported.
+func (d *Driver) levels() []devices.Notice {
+	var out []devices.Notice
+	for _, l := range d.lines {
+		l.mu.Lock()
+		if !l.output && l.lost == nil && l.pin != nil {
+			out = append(out, devices.Notice{Device: l.dev.ID, Capability: l.capability(),
+				Reading: &devices.Reading{Value: value.Bool(l.level), At: d.now(), Quality: devices.QualityGood}})
+		}
+		l.mu.Unlock()
+	}
+	return out
 }
 
 // hub hands notices to the watchers. It never calls one.
