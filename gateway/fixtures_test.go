@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
+	"time"
 
+	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/value"
@@ -35,10 +38,21 @@ func TestFixturesDemo(t *testing.T) {
 	if rep := r.Command("air-1", "celsius", ""); rep.Outcome != "completed" || rep.Reading.Value != value.Number(19.4) {
 		t.Fatalf("line read = %+v", rep)
 	}
-	for _, v := range []string{"true", "false"} {
-		rep := r.Command("valve-1", "open", v)
+	for _, v := range []bool{true, false} {
+		rep := r.Command("valve-1", "open", strconv.FormatBool(v))
 		if rep.Outcome != "acted" || rep.Receipt.Confirmation != runtime.Confirmed {
-			t.Fatalf("valve %s = %+v; want acted, confirmed by the feedback", v, rep)
+			t.Fatalf("valve %v = %+v; want acted, confirmed by the feedback", v, rep)
+		}
+		// Confirmed by its feedback, the valve is still read back: where it
+		// stands is known beside the receipt.
+		var got *devices.Reading
+		for _, rd := range r.Engine.Readings() {
+			if rd.Device == "valve-1" && rd.Capability == "open" {
+				got = &rd.Reading
+			}
+		}
+		if got == nil || got.Value != value.Bool(v) || got.At.Before(rep.Receipt.At.Add(-time.Second)) {
+			t.Fatalf("valve-1.open's reading after the act = %+v, want %v, read at the act", got, v)
 		}
 	}
 	fx.GPIO.Stick(true)

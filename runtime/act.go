@@ -96,6 +96,12 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	}
 	e.recordChange(target)
 	rc.Confirmation, rc.Observed, rc.Detail = e.confirm(ctx, ent, c, pol, w.value)
+	if c.ReadBack && (pol == nil || pol.Confirm == nil || !pol.Confirm.ReadBack) {
+		// Confirmed another way (a feedback contact, a sensor) or not at
+		// all: the actuator is still read back once, so that where it
+		// stands is known beside the receipt, not a reading from before.
+		_, _ = e.driverRead(ctx, ent.Driver, w.device, w.capability)
+	}
 	rc.At = e.now()
 	a.Receipt = rc
 	a.State, a.Updated = AttemptReceipt, e.now()
