@@ -161,3 +161,37 @@ func waitOnline(t *testing.T, r *hwRig, device string) {
 	t.Helper()
 	r.WaitEvent(0, runtime.KindDeviceOnline, device)
 }
+
+// TestLineMalformedAnswersThroughTheGovernedPath: garbage before a reply is
+// skipped; a reply with a bad CRC is never taken, so the read fails naming
+// the device; a reply for another request is discarded.
+func TestLineMalformedAnswersThroughTheGovernedPath(t *testing.T) {
+	link := filepath.Join(t.TempDir(), "ttyACM0")
+	b := lineBoard(t, link)
+	r := startHardware(t, strings.Replace(lineHardware, "PORT", link, 1))
+	waitOnline(t, r, "temp-1")
+	b.SetFaults(linefirmware.Faults{Garbage: true})
+	if rep := r.Command("temp-1", "celsius", ""); rep.Outcome != "completed" || rep.Reading.Value != value.Number(18.2) {
+		t.Fatalf("a read through garbage = %+v", rep)
+	}
+	b.SetFaults(linefirmware.Faults{BadCRC: true})
+	if rep := r.Command("temp-1", "celsius", ""); rep.Outcome != "failed" || !strings.Contains(rep.Why, "temp-1") {
+		t.Fatalf("a read whose reply had a bad CRC = %+v, want failed naming temp-1", rep)
+	}
+	// Every other reply is held back and sent after the next: a request
+	// gets either its own reply or none, never another's.
+	b.SetFaults(linefirmware.Faults{Reorder: true})
+	completed := 0
+	for range 4 {
+		rep := r.Command("temp-1", "celsius", "")
+		switch {
+		case rep.Outcome == "completed" && rep.Reading.Value == value.Number(18.2):
+			completed++
+		case rep.Outcome != "failed":
+			t.Fatalf("a read with replies out of order = %+v", rep)
+		}
+	}
+	if completed == 0 {
+		t.Fatal("no read had its own reply")
+	}
+}

@@ -134,3 +134,37 @@ func TestModbusBoardLostAndFound(t *testing.T) {
 		t.Fatalf("a read after the board came back = %+v", rep)
 	}
 }
+
+// TestModbusMalformedAnswersThroughTheGovernedPath: garbage, a bad CRC, a
+// short frame and an answer from another unit are never taken. A read is
+// tried again and completes; with every try spoiled it fails, naming the
+// device; a write whose answer was spoiled is an unknown outcome, settled
+// by its read-back.
+func TestModbusMalformedAnswersThroughTheGovernedPath(t *testing.T) {
+	link := filepath.Join(t.TempDir(), "ttyUSB0")
+	b := modbusBoard(t, link)
+	b.SetTemperature(1, 19.4)
+	r := startHardware(t, strings.Replace(modbusHardware, "PORT", link, 1))
+	waitOnline(t, r, "relays-1")
+	for _, f := range []modbusboard.Faults{{Garbage: 1}, {BadCRC: 1}, {Short: 1}, {WrongUnit: 1}} {
+		b.SetFaults(f)
+		if rep := r.Command("th-1", "temperature", ""); rep.Outcome != "completed" || rep.Reading.Value != value.Number(19.4) {
+			t.Fatalf("a read with one spoiled answer (%+v) = %+v, want completed on its retry", f, rep)
+		}
+	}
+	b.SetFaults(modbusboard.Faults{BadCRC: 2})
+	if rep := r.Command("th-1", "temperature", ""); rep.Outcome != "failed" || !strings.Contains(rep.Why, "th-1") {
+		t.Fatalf("a read with every answer spoiled = %+v, want failed naming th-1", rep)
+	}
+	// The relay is read first, so that the write step needs no reading of
+	// its own and the spoiled answer is the write's.
+	if rep := r.Command("relays-1", "pump", ""); rep.Outcome != "completed" {
+		t.Fatalf("read of the relay = %+v", rep)
+	}
+	b.SetFaults(modbusboard.Faults{Garbage: 1})
+	// It was carried out, so its outcome is unknown, read back, and found.
+	if rep := r.Command("relays-1", "pump", "true"); rep.Outcome != "acted" || rep.Receipt == nil ||
+		!strings.Contains(rep.Receipt.Detail, "the read-back shows the act took effect") {
+		t.Fatalf("a write whose answer was garbage = %+v, want an unknown outcome settled by its read-back", rep)
+	}
+}
