@@ -14,7 +14,7 @@ import (
 
 // lineBoard starts the line firmware on a pseudo-terminal behind a link
 // that stays at one path when the board is plugged in again.
-func lineBoard(t *testing.T, link string) *linefirmware.Board {
+func lineBoard(t testing.TB, link string) *linefirmware.Board {
 	t.Helper()
 	b, err := linefirmware.Start(linefirmware.State{Temperature: 18.2})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,34 +37,10 @@ import (
 const serialBenchBaud = 115200
 
 // serialBenchTemperature is what the firmware's temperature sensor reads.
-const serialBenchTemperature = 18.2
+const serialBenchTemperature = 18.2 // lineBoard's
 
-// serialBenchHardware is the gateway's configuration of the board, with the
-// same port settings, timeout and discovery as the raw driver below. PORT
-// is replaced by the board's path.
-const serialBenchHardware = `drivers:
-  - name: arduino
-    type: line
-    line: {port: PORT, baud: 115200, data_bits: 8, stop_bits: 1, timeout: 300ms, discover: true}
-devices:
-  - id: relay-1
-    driver: arduino
-    address: relay
-    capabilities:
-      - name: "on"
-        kind: actuator
-        type: bool
-        read_back: true
-        effects: {reversible: true, contained: true}
-        confirm: {read_back: true, within: 2s}
-  - id: temp-1
-    driver: arduino
-    address: temperature
-    capabilities:
-      - {name: celsius, kind: sensor, type: number, unit: C}
-`
-
-// serialBenchDevices are the same devices for the raw driver.
+// serialBenchDevices are the devices of lineHardware (line_test.go) the
+// benchmark uses, for the raw driver.
 var serialBenchDevices = []devices.Device{
 	{ID: "relay-1", Driver: "arduino", Address: "relay", Capabilities: []devices.Capability{
 		{Name: "on", Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}},
@@ -75,18 +52,6 @@ var serialBenchDevices = []devices.Device{
 var serialBenchSeq atomic.Uint64
 
 func serialBenchID() string { return "bench-" + strconv.FormatUint(serialBenchSeq.Add(1), 10) }
-
-// serialBenchBoard starts the line firmware on a pseudo-terminal until the
-// benchmark ends.
-func serialBenchBoard(b *testing.B) *linefirmware.Board {
-	b.Helper()
-	bd, err := linefirmware.Start(linefirmware.State{Temperature: serialBenchTemperature})
-	if err != nil {
-		b.Skipf("no pseudo-terminal here: %v", err)
-	}
-	b.Cleanup(func() { _ = bd.Close() })
-	return bd
-}
 
 // serialBenchDriver opens the line driver on path and waits until the
 // board answers.
@@ -165,9 +130,9 @@ func serialBenchReadBytes() float64 {
 func BenchmarkSerialStep(b *testing.B) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
-	rawBoard := serialBenchBoard(b)
+	rawBoard := lineBoard(b, filepath.Join(b.TempDir(), "ttyACM0"))
 	drv := serialBenchDriver(b, rawBoard.Path(), log)
-	gwBoard := serialBenchBoard(b)
+	gwBoard := lineBoard(b, filepath.Join(b.TempDir(), "ttyACM1"))
 	// The MQTT rate limit (60 commands a minute by default) would refuse a
 	// benchmark's commands: it is raised, the rest is hwHeader.
 	header := strings.Replace(hwHeader, `mqtt: {listen: "127.0.0.1:0"}`,
@@ -175,7 +140,7 @@ func BenchmarkSerialStep(b *testing.B) {
 	if header == hwHeader {
 		b.Fatal("hwHeader has no mqtt line to raise the rate limit on")
 	}
-	gw := startHardwareWith(b, hwOptions{Header: header, Quiet: true}, strings.Replace(serialBenchHardware, "PORT", gwBoard.Path(), 1))
+	gw := startHardwareWith(b, hwOptions{Header: header, Quiet: true}, strings.Replace(lineHardware, "PORT", gwBoard.Path(), 1))
 	for _, dev := range []string{"relay-1", "temp-1"} {
 		gw.WaitEvent(0, runtime.KindDeviceOnline, dev)
 	}
