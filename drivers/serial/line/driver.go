@@ -525,7 +525,9 @@ func (d *Driver) take(b []byte) {
 			return
 		}
 		dev := d.byName[m.Name]
-		if dev == nil || d.mismatch[dev.ID] != nil {
+		if dev == nil || d.mismatch[dev.ID] != nil || !d.online {
+			// Not a device of ours, or not one offered now: a board taken
+			// for lost is not heard until it answers again.
 			return
 		}
 		c := &dev.Capabilities[0]
