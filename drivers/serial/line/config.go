@@ -87,6 +87,6 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 	}
 	return func(env devices.Env) (devices.Driver, error) {
 		log, _ := env.Logger.(*slog.Logger)
-		return New(Options{Port: settings, Timeout: timeout, Discover: cfg.Discover, Devices: env.Devices, Logger: log}), nil
+		return New(Options{Name: in.Name(), Port: settings, Timeout: timeout, Discover: cfg.Discover, Devices: env.Devices, Logger: log}), nil
 	}
 }

@@ -1,6 +1,7 @@
 package line
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,11 @@ type Options struct {
 	// Logger is where the driver says what happens on the line; nil is
 	// slog.Default().
 	Logger *slog.Logger
-	// Open opens the port; nil is port.Open. Tests replace it.
+	// Name names the driver, in what it says to another driver that
+	// names its port.
+	Name string
+	// Open opens the port; nil opens it for this driver alone
+	// (port.OpenAs). Tests replace it.
 	Open func(port.Settings) (port.Port, error)
 	// Keepalive is how often an idle board is pinged; zero is 5s.
 	Keepalive time.Duration
@@ -55,9 +60,10 @@ const missesToLose = 3
 // is safe for concurrent use. Requests go one at a time, each with its own
 // id, and a reply is taken only for the request it answers.
 type Driver struct {
-	opts Options
-	log  *slog.Logger
-	byID map[string]*devices.Device
+	opts  Options
+	owner *port.Owner
+	log   *slog.Logger
+	byID  map[string]*devices.Device
 	// byName maps a firmware name to its device.
 	byName map[string]*devices.Device
 
@@ -101,8 +107,9 @@ func New(opts Options) *Driver {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	owner := port.NewOwner(cmp.Or(opts.Name, "line on "+opts.Port.Path))
 	if opts.Open == nil {
-		opts.Open = port.Open
+		opts.Open = func(s port.Settings) (port.Port, error) { return port.OpenAs(s, owner) }
 	}
 	if opts.Keepalive <= 0 {
 		opts.Keepalive = 5 * time.Second
@@ -112,7 +119,7 @@ func New(opts Options) *Driver {
 		log = slog.Default()
 	}
 	d := &Driver{
-		opts: opts, log: log.With("port", opts.Port.Path),
+		opts: opts, owner: owner, log: log.With("port", opts.Port.Path),
 		byID: map[string]*devices.Device{}, byName: map[string]*devices.Device{},
 		turn: make(chan struct{}, 1), kick: make(chan struct{}, 1), settled: make(chan struct{}),
 		why:      errors.New("the port " + opts.Port.Path + " is not open yet"),
@@ -159,6 +166,12 @@ func (d *Driver) Open(ctx context.Context) error {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+	if err := d.Health(ctx); errors.Is(err, port.ErrHeld) {
+		// Another driver of this gateway reaches the port: a configuration
+		// that cannot work, not a board that is not there yet.
+		_ = d.Close()
+		return &devices.OpError{Op: "open", Err: err}
+	}
 	return nil
 }
 
@@ -180,6 +193,7 @@ func (d *Driver) Close() error {
 		stop()
 	}
 	d.wg.Wait()
+	d.owner.Release()
 	return nil
 }
 

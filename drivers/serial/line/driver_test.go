@@ -365,3 +365,38 @@ func TestClosedDriverSaysSo(t *testing.T) {
 		t.Errorf("Write after Close = %v", err)
 	}
 }
+
+// TestSecondDriverOnOnePortIsRefused: a second driver that names the
+// board's port under another name fails its Open, and cannot take the
+// port after the board was unplugged and plugged in again.
+func TestSecondDriverOnOnePortIsRefused(t *testing.T) {
+	bd := plugBoard(t, linefirmware.State{})
+	first := openDriver(t, bd, false, relay)
+	other := filepath.Join(t.TempDir(), "by-id-board")
+	if err := os.Symlink(bd.fw().Path(), other); err != nil {
+		t.Fatal(err)
+	}
+	second := line.New(line.Options{Name: "second", Port: port.Settings{Path: other, Baud: 115200, DataBits: 8, StopBits: 1},
+		Timeout: 200 * time.Millisecond, Devices: []devices.Device{relay}})
+	err := second.Open(t.Context())
+	if !errors.Is(err, port.ErrHeld) {
+		_ = second.Close()
+		t.Fatalf("a second driver on one port opened: %v", err)
+	}
+	// Unplugged and back: the first driver has its port again; a driver
+	// that tried the port meanwhile never got it.
+	bd.unplug()
+	waitFor(t, "the board lost", func() bool { return first.Health(t.Context()) != nil })
+	bd.plug(linefirmware.State{})
+	_ = os.Remove(other)
+	if err := os.Symlink(bd.fw().Path(), other); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the board back", func() bool { return first.Health(t.Context()) == nil })
+	third := line.New(line.Options{Name: "third", Port: port.Settings{Path: other, Baud: 115200, DataBits: 8, StopBits: 1},
+		Timeout: 200 * time.Millisecond, Devices: []devices.Device{relay}})
+	if err := third.Open(t.Context()); !errors.Is(err, port.ErrHeld) {
+		_ = third.Close()
+		t.Fatalf("a driver on the replugged port opened: %v", err)
+	}
+}

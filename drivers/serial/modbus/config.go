@@ -166,7 +166,7 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 		if log == nil {
 			log = slog.Default().With("component", "modbus", "driver", in.Name())
 		}
-		return New(Options{Settings: settings, Timeout: timeout, Retries: retries,
+		return New(Options{Name: in.Name(), Settings: settings, Timeout: timeout, Retries: retries,
 			Devices: env.Devices, Units: units, Points: points, Logger: log})
 	}
 }

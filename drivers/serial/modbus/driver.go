@@ -18,6 +18,9 @@ import (
 
 // Options configure a [Driver].
 type Options struct {
+	// Name names the driver, in what it says to another driver that names
+	// its port.
+	Name string
 	// Settings are the serial line's.
 	Settings port.Settings
 	// Timeout bounds one request. Zero means DefaultTimeout.
@@ -85,10 +88,11 @@ type unit struct {
 // out and plugged in again under the same path), and probes lost units
 // until they answer.
 type Driver struct {
-	o    Options
-	log  *slog.Logger
-	bus  *bus
-	devs map[string]*devices.Device
+	o     Options
+	owner *port.Owner // the ports this driver opened, its alone
+	log   *slog.Logger
+	bus   *bus
+	devs  map[string]*devices.Device
 	// unitOf maps a device id to its unit.
 	unitOf map[string]*unit
 	units  []*unit
@@ -116,6 +120,9 @@ func New(o Options) (*Driver, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.Name == "" {
+		o.Name = "modbus on " + o.Settings.Path
+	}
 	if o.LostAfter <= 0 {
 		o.LostAfter = 3
 	}
@@ -132,7 +139,7 @@ func New(o Options) (*Driver, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	d := &Driver{o: o, log: log, bus: newBus(o.Settings, o.Timeout), devs: map[string]*devices.Device{},
+	d := &Driver{o: o, owner: port.NewOwner(o.Name), log: log, bus: newBus(o.Settings, o.Timeout), devs: map[string]*devices.Device{},
 		unitOf: map[string]*unit{}, kick: make(chan struct{}, 1), notify: make(chan struct{}, 1),
 		done: make(chan struct{}), portErr: errors.New("the serial port was not opened yet")}
 	byID := map[byte]*unit{}
@@ -195,9 +202,24 @@ func (d *Driver) Open(ctx context.Context) error {
 		for _, u := range d.units {
 			d.probe(ctx, u)
 		}
+	} else if err := d.portError(); errors.Is(err, port.ErrHeld) {
+		// Another driver of this gateway reaches the port: a configuration
+		// that cannot work, not an adapter that is not plugged in yet.
+		d.mu.Lock()
+		d.opened, d.closed = false, true
+		d.mu.Unlock()
+		d.owner.Release()
+		return &devices.OpError{Op: "open", Err: err}
 	}
 	go d.run()
 	return nil
+}
+
+// portError is why the port could not be opened last, or nil.
+func (d *Driver) portError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.portErr
 }
 
 // Close stops the goroutine, waits for a request in progress to end and
@@ -219,6 +241,7 @@ func (d *Driver) Close() error {
 	// than its timeout.
 	_ = d.bus.acquire(context.Background())
 	defer d.bus.release()
+	defer d.owner.Release()
 	if d.bus.p != nil {
 		err := d.bus.p.Close()
 		d.bus.p = nil
@@ -628,7 +651,7 @@ func (d *Driver) openPort(ctx context.Context) bool {
 	}
 	var err error
 	if d.bus.p == nil {
-		d.bus.p, err = port.Open(d.o.Settings)
+		d.bus.p, err = port.OpenAs(d.o.Settings, d.owner)
 		if err != nil {
 			d.bus.p = nil
 		}

@@ -154,47 +154,71 @@ func Open(s Settings) (Port, error) {
 	case OddParity:
 		mode.Parity = serial.OddParity
 	}
-	// One port is reached by one driver: two would take each other's
-	// replies (as root, the exclusive open does not stop a second open).
-	key := s.Path
-	if real, err := filepath.EvalSymlinks(s.Path); err == nil {
-		key = real
-	}
-	held.mu.Lock()
-	defer held.mu.Unlock()
-	if held.m[key] {
-		return nil, fmt.Errorf("serial port %s (%s) is open in this gateway already: one port, one driver", s.Path, key)
-	}
 	p, err := serial.Open(s.Path, mode)
 	if err != nil {
 		return nil, explain(s.Path, err)
 	}
-	held.m[key] = true
-	return &heldPort{Port: p, key: key}, nil
+	return p, nil
 }
 
-// held are the ports open in this process, by their resolved path.
+// ErrHeld is wrapped by OpenAs's error for a port another driver of this
+// process has opened: one port is reached by one driver.
+var ErrHeld = errors.New("the port is another driver's")
+
+// Owner is one driver's hold on the ports it opens. A device node it has
+// opened once stays its own until Release, through every close and reopen
+// (an adapter unplugged and back): a second driver that names the same
+// node under another name (a link under /dev/serial/by-id/) never reaches
+// it, not even while the first has it closed.
+type Owner struct {
+	name string
+}
+
+// NewOwner returns the hold of the driver named name.
+func NewOwner(name string) *Owner { return &Owner{name: name} }
+
+// Release gives back every port o opened. The driver calls it when it
+// closes.
+func (o *Owner) Release() {
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	for k, w := range held.m {
+		if w == o {
+			delete(held.m, k)
+		}
+	}
+}
+
+// held are the device nodes the drivers of this process have opened, by
+// resolved path, and whose they are.
 var held = struct {
 	// mu guards m.
 	mu sync.Mutex
-	m  map[string]bool
-}{m: map[string]bool{}}
+	m  map[string]*Owner
+}{m: map[string]*Owner{}}
 
-// heldPort is an open port that gives its path back when closed.
-type heldPort struct {
-	serial.Port
-	key  string
-	once sync.Once
-}
-
-func (h *heldPort) Close() error {
-	err := h.Port.Close()
-	h.once.Do(func() {
-		held.mu.Lock()
-		delete(held.m, h.key)
+// OpenAs opens the port for o, unless another driver has opened its
+// device node (under any name that resolves to it).
+func OpenAs(s Settings, o *Owner) (Port, error) {
+	key := filepath.Clean(s.Path)
+	if real, err := filepath.EvalSymlinks(s.Path); err == nil {
+		key = real
+	}
+	held.mu.Lock()
+	w := held.m[key]
+	if w != nil && w != o {
 		held.mu.Unlock()
-	})
-	return err
+		return nil, fmt.Errorf("serial port %s (%s) is driver %s's: one port, one driver: %w", s.Path, key, w.name, ErrHeld)
+	}
+	held.m[key] = o // reserved while it opens, so no other driver slips in
+	held.mu.Unlock()
+	p, err := Open(s)
+	if err != nil && w == nil {
+		held.mu.Lock()
+		delete(held.m, key)
+		held.mu.Unlock()
+	}
+	return p, err
 }
 
 // explain turns an open error into one that says what to do.

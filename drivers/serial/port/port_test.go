@@ -1,6 +1,7 @@
 package port
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,24 +133,42 @@ func TestOnePortOneDriver(t *testing.T) {
 	if err := os.Symlink(slave.Name(), link); err != nil {
 		t.Fatal(err)
 	}
+	a, b := NewOwner("arduino"), NewOwner("rs485")
+	defer a.Release()
+	defer b.Release()
 	s := Settings{Path: slave.Name(), Baud: 9600, DataBits: 8, StopBits: 1}
-	p, err := Open(s)
+	p, err := OpenAs(s, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Path = link
-	if q, err := Open(s); err == nil || !strings.Contains(err.Error(), "is open in this gateway already") {
-		if q != nil {
+	other := s
+	other.Path = link
+	refused := func(when string) {
+		t.Helper()
+		q, err := OpenAs(other, b)
+		if err == nil {
 			q.Close()
 		}
-		t.Fatalf("a second open of one port through a link = %v", err)
+		if !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "is driver arduino's") {
+			t.Fatalf("%s, a second driver's open of the port through a link = %v", when, err)
+		}
 	}
+	refused("while the first has it open")
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q, err := Open(s)
+	// Closed (an adapter unplugged), the port is still the first driver's:
+	// the second cannot take it before the first reopens it.
+	refused("while the first has it closed")
+	p, err = OpenAs(s, a)
 	if err != nil {
-		t.Fatalf("the port was not given back on Close: %v", err)
+		t.Fatalf("the first driver could not open its port again: %v", err)
+	}
+	p.Close()
+	a.Release()
+	q, err := OpenAs(other, b)
+	if err != nil {
+		t.Fatalf("the port was not given back when its driver released it: %v", err)
 	}
 	q.Close()
 }
