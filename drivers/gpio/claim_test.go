@@ -1,8 +1,10 @@
 package gpio
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"periph.io/x/conn/v3/driver/driverreg"
 	periphgpio "periph.io/x/conn/v3/gpio"
@@ -73,5 +75,47 @@ func TestWatchTellsWhereEachInputStands(t *testing.T) {
 	w := watch(t, d)
 	if len(w.initial) != 1 || w.initial[0].Device != "float-1" || w.initial[0].Reading == nil || w.initial[0].Reading.Value != value.Bool(true) {
 		t.Fatalf("Watch told first %+v, want float-1 reading true", w.initial)
+	}
+}
+
+// TestCloseDuringAFailingOpen: a Close that comes while Open is setting up
+// waits for it, and stands: the driver stays closed, and a second Close
+// says so instead of panicking.
+func TestCloseDuringAFailingOpen(t *testing.T) {
+	leakCheck(t)
+	release := make(chan struct{})
+	old := hostInit
+	hostInit = func() (*driverreg.State, error) {
+		<-release
+		return nil, errors.New("host init failed")
+	}
+	t.Cleanup(func() { hostInit = old })
+	d := build(t, nil, []devices.Device{actuator("pump-relay", "GPIO17")}, nil)
+	opened := make(chan error, 1)
+	go func() { opened <- d.Open(t.Context()) }()
+	waitFor(t, "Open under way", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.state == stateOpening
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned %v before the Open in progress ended", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-opened; err == nil {
+		t.Fatal("Open succeeded")
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := d.Close(); !errors.Is(err, devices.ErrClosed) {
+		t.Fatalf("a second Close = %v, want ErrClosed", err)
+	}
+	if err := d.Open(t.Context()); !errors.Is(err, devices.ErrClosed) {
+		t.Fatalf("Open after Close = %v, want ErrClosed", err)
 	}
 }

@@ -26,9 +26,9 @@ func init() {
 //	    type: gpio
 //	    gpio:
 //	      lines:
-//	        pump-relay: {active_low: true, initial: false}
-//	        pump-fb:    {pull: up, debounce: 30ms}
-//	        float-1:    {pull: up, edge: none, poll: 200ms}
+//	        pump-relay: {initial: false}
+//	        pump-fb:    {pull: down, debounce: 30ms}
+//	        float-1:    {pull: down, edge: none, poll: 200ms}
 //
 // A device without an entry takes the defaults.
 type Config struct {

@@ -103,7 +103,9 @@ type Driver struct {
 	mu     sync.Mutex
 	state  state
 	cancel context.CancelFunc // ends the lines' goroutines
-	wg     sync.WaitGroup     // the lines' goroutines
+	// opening is closed when an Open in progress ends.
+	opening chan struct{}
+	wg      sync.WaitGroup // the lines' goroutines
 }
 
 type state uint8
@@ -182,12 +184,17 @@ func (d *Driver) Open(ctx context.Context) error {
 		return &devices.OpError{Op: "open", Err: errors.New("the gpio driver is open already")}
 	}
 	d.state = stateOpening
+	opened := make(chan struct{})
+	d.opening = opened
 	d.mu.Unlock()
+	defer close(opened)
 	err := d.open(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil {
-		d.state = stateNew
+		if d.state != stateClosed {
+			d.state = stateNew // it may be opened again; a Close meanwhile stands
+		}
 		d.release()
 		return err
 	}
@@ -368,7 +375,7 @@ func (d *Driver) Read(ctx context.Context, device, capability string) (devices.R
 	case l.drivenKnown:
 		lvl = l.driven
 	default:
-		return devices.Reading{}, l.opError("read", fmt.Errorf("%s has not been driven since the driver opened, and reading an output of this chip would make it an input; give it an initial level or write it first", l.dev.Address))
+		return devices.Reading{}, l.opError("read", fmt.Errorf("%s has not been driven since the driver opened it or found it again, and reading an output of this chip would make it an input; its level is unknown until a write drives it (or, at open, its initial level)", l.dev.Address))
 	}
 	return devices.Reading{Value: value.Bool(l.logical(lvl)), At: d.now(), Quality: devices.QualityGood}, nil
 }
@@ -452,11 +459,17 @@ func (d *Driver) Close() error {
 		d.mu.Unlock()
 		return &devices.OpError{Op: "close", Err: devices.ErrClosed}
 	}
-	wasOpen := d.state == stateOpen
+	wasOpen, opening := d.state == stateOpen, d.state == stateOpening
 	d.state = stateClosed
-	cancel := d.cancel
+	cancel, opened := d.cancel, d.opening
 	d.mu.Unlock()
 	close(d.done)
+	if opening {
+		// An Open in progress sees the close when it ends, halts what it
+		// set up and starts nothing: wait for it, so that no pin is
+		// driven after Close returned.
+		<-opened
+	}
 	if !wasOpen {
 		return nil
 	}
