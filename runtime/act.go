@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -95,20 +96,28 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		return base
 	}
 	e.recordChange(target)
+	actedAt := e.now()
 	rc.Confirmation, rc.Observed, rc.Detail = e.confirm(ctx, ent, c, pol, w.value)
 	if c.ReadBack && (pol == nil || pol.Confirm == nil || !pol.Confirm.ReadBack) {
 		// Confirmed another way (a feedback contact, a sensor) or not at
 		// all: the actuator is still read back once, so that where it
 		// stands is known beside the receipt, not a reading from before.
-		_, _ = e.driverRead(ctx, ent.Driver, w.device, w.capability)
+		// A read-back that disagrees with the command contradicts it, what
+		// the other confirmation said notwithstanding.
+		rd, err := e.driverRead(ctx, ent.Driver, w.device, w.capability)
+		if err == nil && !rd.Value.Equal(w.value) && rc.Confirmation != Contradicted {
+			got := rd.Value
+			rc.Confirmation, rc.Observed = Contradicted, &got
+			rc.Detail = strings.TrimPrefix(rc.Detail+"; ", "; ") + "the read-back of " + target + " is " + got.String() + ", not the commanded " + w.value.String()
+		}
 	}
 	rc.At = e.now()
 	a.Receipt = rc
 	a.State, a.Updated = AttemptReceipt, e.now()
 	final := a
 	st := &StateRecord{Device: w.device, Capability: w.capability, Receipt: rc}
-	if rd, ok := e.facts.get(target); ok && !rd.At.IsZero() {
-		st.Reading = &rd // the read-back, if there was one
+	if rd, ok := e.facts.get(target); ok && !rd.At.Before(actedAt) {
+		st.Reading = &rd // the read-back after the act; one from before is not where it stands now
 	}
 	if _, err := e.commit(ctx, Sync, Event{Kind: KindActed, Run: base.Run, Step: w.step, Device: w.device}, rc, func(en *Entry) {
 		en.Attempt = &final

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/shadowgate/shadowgate/governance"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
@@ -118,4 +120,27 @@ func waitEvent(t *testing.T, w *world, at uint64, kind runtime.Kind, match func(
 		return false
 	})
 	return found
+}
+
+// TestReadBackContradictsAnotherConfirmation: an actuator confirmed by a
+// sensor is still read back after the act, and a read-back that disagrees
+// with the command contradicts it, whatever the sensor said.
+func TestReadBackContradictsAnotherConfirmation(t *testing.T) {
+	w := newWorld(t, func(s *setup) {
+		s.opts.Policies["valve-1.open"] = runtime.CapPolicy{
+			Effects: &runtime.Declared{Reversible: true, Contained: true},
+			Confirm: &runtime.Confirm{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(0), Within: time.Second},
+		}
+	})
+	w.g.SetFault("valve-1", sim.Fault{Stuck: true})
+	obs := w.do("test:alice", "stuck-1", "valve-1", "open", value.Bool(true))
+	if obs.Kind == runtime.ApprovalRequest {
+		w.answer(obs.Approval.ID, runtime.Answer{By: "test:bob", Decision: runtime.Approve})
+	}
+	ev := w.outcome(obs.Run)
+	var rc runtime.Receipt
+	if err := json.Unmarshal(ev.Body, &rc); err != nil || rc.Confirmation != runtime.Contradicted ||
+		!strings.Contains(rc.Detail, "the read-back of valve-1.open is false, not the commanded true") {
+		t.Fatalf("act on a stuck valve confirmed by a sensor = %s (%v); want contradicted by the read-back", ev.Body, err)
+	}
 }
