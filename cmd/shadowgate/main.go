@@ -144,8 +144,8 @@ func serve(args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	if demo == "sim" && fs.NArg() == 1 && fs.Arg(0) == "fixtures" {
-		fmt.Fprintln(stderr, "shadowgate serve: write --demo=fixtures (with =): --demo alone is the simulated greenhouse")
+	if demo == "sim" && fs.NArg() == 1 {
+		fmt.Fprintf(stderr, "shadowgate serve: --demo takes its value after '=': write --demo=fixtures (%q is not one), or --demo alone for the simulated greenhouse\n", fs.Arg(0))
 		return exitUsage
 	}
 	if (*configPath == "") == (demo == "") || fs.NArg() > 0 {

@@ -34,6 +34,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"serve"}, exitUsage, "exactly one of --config F or --demo"},
 		{[]string{"serve", "--demo", "--log-level", "loud"}, exitUsage, "--log-level"},
 		{[]string{"serve", "--demo", "fixtures"}, exitUsage, "write --demo=fixtures"},
+		{[]string{"serve", "--demo", "fixture"}, exitUsage, `write --demo=fixtures ("fixture" is not one)`},
 		{[]string{"serve", "--demo=bogus"}, exitUsage, "want --demo or --demo=fixtures"},
 		{[]string{"serve", "--config", bad}, exitConfiguration, `unknown key "foo"`},
 	}

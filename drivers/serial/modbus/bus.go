@@ -135,7 +135,10 @@ func (b *bus) exchange(ctx context.Context, req Request) (resp Response, sent bo
 // settle waits, after a request that had no answer or a garbled one, until
 // the line has been quiet for half a timeout (and at least 20 character
 // times), throwing away whatever arrives: a late answer that would
-// otherwise be taken for the next request's.
+// otherwise be taken for the next request's. An answer later still (more
+// than about one and a half timeouts after its request) cannot be told
+// from the next one's in RTU, which has no request ids: set the timeout
+// above the slowest unit's answer time.
 func (b *bus) settle(ctx context.Context) error {
 	quiet := max(b.timeout/2, 20*b.settings.CharTime())
 	since := time.Now()
