@@ -5,6 +5,7 @@ package gateway
 // driver.
 import (
 	_ "github.com/shadowgate/shadowgate/drivers/gpio"          // GPIO lines through periph.io (the character device first)
+	_ "github.com/shadowgate/shadowgate/drivers/opcua"         // OPC UA servers (PLCs) through gopcua's client
 	_ "github.com/shadowgate/shadowgate/drivers/serial/line"   // a microcontroller speaking the line protocol
 	_ "github.com/shadowgate/shadowgate/drivers/serial/modbus" // Modbus RTU units on a serial line (RS-485)
 	_ "github.com/shadowgate/shadowgate/drivers/sim"           // the simulated greenhouse: the demo and most tests
