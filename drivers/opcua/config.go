@@ -149,7 +149,6 @@ type settings struct {
 	thumbprint string // lower-case hex, or ""
 	cert, key  string // paths as written, relative to the state directory
 	username   string
-	password   string
 	pwFile     string
 	timeout    time.Duration
 	points     map[string]map[string]*point
@@ -359,6 +358,7 @@ func (nc NodeConfig) point(at devices.Place, c *devices.Capability) (*point, boo
 	default:
 		at.At("mode").Errorf("mode %q: want subscribe or poll", nc.Mode)
 		ok = false
+		p.watch = c.Kind == devices.KindSensor // so that no second problem follows from this one
 	}
 	if nc.Sampling != "" {
 		d, err := time.ParseDuration(nc.Sampling)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gopcua/opcua/id"
@@ -332,6 +333,12 @@ func variantDesc(v *ua.Variant) string {
 
 // article is "a" or "an", as word needs.
 func article(word string) string {
+	switch {
+	case strings.HasPrefix(word, "UInt"):
+		return "a" // a "you-int"
+	case strings.HasPrefix(word, "SByte"):
+		return "an" // an "ess-byte"
+	}
 	if word != "" && (word[0] == 'a' || word[0] == 'e' || word[0] == 'i' || word[0] == 'o' || word[0] == 'u' ||
 		word[0] == 'A' || word[0] == 'E' || word[0] == 'I' || word[0] == 'O' || word[0] == 'U') {
 		return "an"

@@ -118,58 +118,6 @@ func (r *rig) waitFor(t *testing.T, what string, from int, ok func(devices.Notic
 	}
 }
 
-func (r *rig) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.notices)
-}
-
-func TestReadAndWrite(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t, leakOpts...) })
-	p := startPLC(t)
-	r := startDriver(t, p, plcConfig(p))
-	ctx := t.Context()
-	if err := r.d.Health(ctx); err != nil {
-		t.Fatalf("Health = %v", err)
-	}
-	if got := len(r.d.Devices()); got != len(plcDevices()) {
-		t.Errorf("Devices() lists %d devices, want %d", got, len(plcDevices()))
-	}
-	rd, err := r.d.Read(ctx, "tank-1", "level")
-	if err != nil || !rd.Value.Equal(value.Number(1.5)) || rd.Quality != devices.QualityGood {
-		t.Fatalf("Read(tank-1.level) = %+v, %v; want 1.5, good", rd, err)
-	}
-	for _, tc := range []struct {
-		dev, capa string
-		v         value.Value
-		plc       string
-		want      any
-	}{
-		{"sp-1", "setpoint", value.Number(42), "Setpoint", int32(42)},
-		{"valve-1", "open", value.Bool(true), "Valve.Open", true},
-		{"pump-1", "command", value.Bool(true), "Pump.Command", true},
-		{"mode-1", "mode", value.Enum("manual"), "Mode", "manual"},
-	} {
-		if err := r.d.Write(ctx, tc.dev, tc.capa, tc.v); err != nil {
-			t.Fatalf("Write(%s.%s, %v) = %v", tc.dev, tc.capa, tc.v, err)
-		}
-		if got := p.Get(tc.plc); got != tc.want {
-			t.Errorf("after Write(%s.%s, %v) the PLC's %s = %#v, want %#v", tc.dev, tc.capa, tc.v, tc.plc, got, tc.want)
-		}
-	}
-	// The pump is read back from its feedback tag, which the PLC sets.
-	if rd, err := r.d.Read(ctx, "pump-1", "command"); err != nil || !rd.Value.Equal(value.Bool(false)) {
-		t.Errorf("Read(pump-1.command) before the feedback = %+v, %v; want false from Pump.Running", rd, err)
-	}
-	p.Set("Pump.Running", true)
-	if rd, err := r.d.Read(ctx, "pump-1", "command"); err != nil || !rd.Value.Equal(value.Bool(true)) {
-		t.Errorf("Read(pump-1.command) = %+v, %v; want true from Pump.Running", rd, err)
-	}
-	if rd, err := r.d.Read(ctx, "sp-1", "setpoint"); err != nil || !rd.Value.Equal(value.Number(42)) {
-		t.Errorf("Read(sp-1.setpoint) = %+v, %v; want 42", rd, err)
-	}
-}
-
 func TestWriteRefusedWithItsStatus(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, leakOpts...) })
 	p := startPLC(t)

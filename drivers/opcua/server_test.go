@@ -231,6 +231,27 @@ func (l *lockedNS) SetAttribute(n *ua.NodeID, a ua.AttributeID, v *ua.DataValue)
 	return ua.StatusOK
 }
 
+// Browse lists the variables under the namespace's objects folder: the
+// namespace's own Browse needs a server gopcua sets only on a namespace
+// that registers itself.
+func (l *lockedNS) Browse(bd *ua.BrowseDescription) *ua.BrowseResult {
+	if !bd.NodeID.Equal(ua.NewNumericNodeID(l.ID(), id.ObjectsFolder)) {
+		return &ua.BrowseResult{StatusCode: ua.StatusBadNodeIDUnknown}
+	}
+	var refs []*ua.ReferenceDescription
+	for _, v := range plcVars {
+		refs = append(refs, &ua.ReferenceDescription{
+			ReferenceTypeID: ua.NewNumericNodeID(0, id.HasComponent), IsForward: true,
+			NodeID:         ua.NewStringExpandedNodeID(l.ID(), v.name),
+			BrowseName:     &ua.QualifiedName{NamespaceIndex: l.ID(), Name: v.name},
+			DisplayName:    &ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: v.name},
+			NodeClass:      ua.NodeClassVariable,
+			TypeDefinition: ua.NewNumericExpandedNodeID(0, id.BaseDataVariableType),
+		})
+	}
+	return &ua.BrowseResult{StatusCode: ua.StatusGood, References: refs}
+}
+
 func (l *lockedNS) set(n *ua.NodeID, v any) {
 	l.mu.Lock()
 	_ = l.Node(n).SetAttribute(ua.AttributeIDValue, server.DataValueFromValue(v))
