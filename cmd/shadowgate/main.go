@@ -4,6 +4,7 @@
 //	shadowgate check --config F              check a configuration
 //	shadowgate journal verify|export|tail    read the journal
 //	shadowgate approvals list|approve|deny   answer approvals through the API
+//	shadowgate opcua trust|browse URL        an OPC-UA server's certificate and nodes
 //	shadowgate hash-password | hash-token    make secrets for the configuration
 //	shadowgate version                       print the version
 //
@@ -58,6 +59,7 @@ commands:
   check --config F                              check a configuration and exit
   journal verify|export|tail [flags]            read the journal (shadowgate journal help)
   approvals list|approve|deny [flags]           answer approvals through the API
+  opcua trust|browse URL [NODE]                 an OPC-UA server's certificate and address space
   hash-password                                 bcrypt a password read from standard input
   hash-token                                    make an API token and the hash to configure
   version                                       print the version
@@ -77,6 +79,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return journalCmd(args[1:], stdin, stdout, stderr)
 	case "approvals":
 		return approvalsCmd(args[1:], stdin, stdout, stderr)
+	case "opcua":
+		return opcuaCmd(args[1:], stdout, stderr)
 	case "hash-password":
 		return hashPassword(stdin, stdout, stderr)
 	case "hash-token":
