@@ -64,13 +64,13 @@ func pickEndpoint(eps []*ua.EndpointDescription, policy string, mode ua.MessageS
 		if e == nil {
 			continue
 		}
-		offered = append(offered, policyName(e.SecurityPolicyURI)+"/"+e.SecurityMode.String())
+		offered = append(offered, policyName(e.SecurityPolicyURI)+"/"+modeName(e.SecurityMode))
 		if e.SecurityPolicyURI == policy && e.SecurityMode == mode && (ep == nil || e.SecurityLevel > ep.SecurityLevel) {
 			ep = e
 		}
 	}
 	if ep == nil {
-		return nil, fmt.Errorf("%w %s/%s (it offers %s)", ErrNoEndpoint, policyName(policy), mode, strings.Join(offered, ", "))
+		return nil, fmt.Errorf("%w %s/%s (it offers %s)", ErrNoEndpoint, policyName(policy), modeName(mode), strings.Join(offered, ", "))
 	}
 	if pinned == "" {
 		return ep, nil
@@ -90,6 +90,11 @@ func policyName(uri string) string {
 		return uri[i+1:]
 	}
 	return uri
+}
+
+// modeName is a security mode as the configuration writes it: "Sign".
+func modeName(m ua.MessageSecurityMode) string {
+	return strings.TrimPrefix(m.String(), "MessageSecurityMode")
 }
 
 // clientIdentity returns the client's certificate (DER) and key: loaded

@@ -34,7 +34,7 @@ func (d *Driver) connect(ctx context.Context, ident *identity) (*session, error)
 		tokenType = ua.UserTokenTypeUserName
 	}
 	if !offersToken(ep, tokenType) {
-		return nil, fmt.Errorf("server %s offers no %s login on its %s/%s endpoint", d.o.URL, tokenName(tokenType), policyName(d.o.Policy), d.o.Mode)
+		return nil, fmt.Errorf("server %s offers no %s login on its %s/%s endpoint", d.o.URL, tokenName(tokenType), policyName(d.o.Policy), modeName(d.o.Mode))
 	}
 	opts := []gopcua.Option{
 		// Reconnection is the keeper's, so that it sees every loss.

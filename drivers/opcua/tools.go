@@ -59,7 +59,7 @@ func Trust(ctx context.Context, url string) (ServerCert, error) {
 		if ep == nil || len(ep.ServerCertificate) == 0 {
 			continue
 		}
-		name := policyName(ep.SecurityPolicyURI) + "/" + ep.SecurityMode.String()
+		name := policyName(ep.SecurityPolicyURI) + "/" + modeName(ep.SecurityMode)
 		i := -1
 		for k, d := range ders {
 			if bytes.Equal(d, ep.ServerCertificate) {
