@@ -35,6 +35,26 @@ func (l *links) why(device string) error {
 	return l.lost[device]
 }
 
+// DeviceWhy says why a configured device is not online, as its driver
+// told or tells it, or nil when it is online or nobody knows. A device
+// that was never online is asked of every driver that can say.
+func (e *Engine) DeviceWhy(device string) error {
+	if _, ok := e.reg.Lookup(device); ok {
+		return nil
+	}
+	if err := e.links.why(device); err != nil {
+		return err
+	}
+	for _, d := range e.reg.Drivers() {
+		if w, ok := d.(devices.Why); ok {
+			if err := w.Why(device); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // notice takes a change a Watcher told of: a reading is recorded as a read
 // step; a device lost or found is looked for in the registry at once.
 func (e *Engine) notice(ctx context.Context, n devices.Notice) {

@@ -75,7 +75,7 @@ func (e *Engine) lookupTarget(ctx context.Context, base Observation) (devices.En
 	ent, ok := e.reg.Lookup(base.Device)
 	if !ok {
 		why := "device " + base.Device + " is not online"
-		if err := e.links.why(base.Device); err != nil {
+		if err := e.DeviceWhy(base.Device); err != nil {
 			why = "device " + base.Device + " is offline: " + err.Error()
 		}
 		return ent, nil, e.failed(ctx, base, why), false

@@ -248,6 +248,9 @@ func (s *Server) command(c echo.Context, b commandBody, origin string) (result, 
 	}
 	_, capab, ok := s.eng.Capability(b.Device, b.Capability)
 	if !ok {
+		if why := s.eng.DeviceWhy(b.Device); why != nil {
+			return result{}, 0, problem(http.StatusServiceUnavailable, "device "+clip(b.Device)+" is offline: "+why.Error())
+		}
 		return result{}, 0, problem(http.StatusNotFound, "device "+clip(b.Device)+" is not online or has no capability "+clip(b.Capability))
 	}
 	var v value.Value

@@ -16,6 +16,8 @@ import (
 // implements it.
 type Engine interface {
 	Capability(device, capability string) (devices.Device, devices.Capability, bool)
+	// DeviceWhy says why a device is not online, or nil.
+	DeviceWhy(device string) error
 	Do(ctx context.Context, cmd runtime.Command) (runtime.Observation, error)
 	StartPlan(ctx context.Context, sp runtime.StartPlan) (runtime.RunRecord, error)
 	Outcome(ctx context.Context, run string) (runtime.Observation, runtime.RunRecord, error)
@@ -47,6 +49,9 @@ func (d *Dispatcher) Prepare(r Route, payload []byte) (Request, error) {
 	if r.Kind == "cmd" {
 		_, c, ok := d.Engine.Capability(r.Device, r.Capability)
 		if !ok {
+			if why := d.Engine.DeviceWhy(r.Device); why != nil {
+				return req, fmt.Errorf("device %s is offline: %w", r.Device, why)
+			}
 			return req, fmt.Errorf("device %s is not online or has no capability %s", r.Device, r.Capability)
 		}
 		req, err = ParseCommand(payload, c.Type, c.Enum)

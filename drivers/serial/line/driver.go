@@ -216,6 +216,9 @@ func (d *Driver) Devices() []devices.Device {
 
 // Why says why a device is not listed.
 func (d *Driver) Why(device string) error {
+	if d.byID[device] == nil {
+		return nil // not one of this board's devices
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.mismatch[device]; err != nil {
