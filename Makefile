@@ -36,6 +36,8 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzQueryParams -fuzztime $(FUZZTIME) ./web
 	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./drivers/serial/line
 	go test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./drivers/serial/modbus
+	go test -run '^$$' -fuzz FuzzParseNodeID -fuzztime $(FUZZTIME) ./drivers/opcua
+	go test -run '^$$' -fuzz FuzzConvert -fuzztime $(FUZZTIME) ./drivers/opcua
 
 amd64:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/shadowgate-linux-amd64 ./cmd/shadowgate
