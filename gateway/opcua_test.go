@@ -123,7 +123,7 @@ func TestOPCUAThroughTheGovernedPath(t *testing.T) {
 	if err := p.SetWritable(plc.DrainLock, false); err != nil {
 		t.Fatal(err)
 	}
-	if rep := r.Command("lock-1", "on", "true"); rep.Outcome != "failed" || !strings.Contains(rep.Why, "Bad") {
+	if rep := r.Command("lock-1", "on", "true"); rep.Outcome != "failed" || !strings.Contains(rep.Why, "BadNotWritable") {
 		t.Fatalf("write to a locked tag = %+v, want failed with the PLC's Bad status", rep)
 	}
 	// A value the node's type cannot hold: refused before anything is sent.
