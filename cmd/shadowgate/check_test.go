@@ -127,7 +127,7 @@ func TestCheckExplainOfABadConfiguration(t *testing.T) {
 		{"floor narrowed", strings.Replace(explainConfig, "costs: true}}", "costs: false}}", 1),
 			`:14:102: devices[1].capabilities[0].effects.costs: driver sim says pump-1.on spends something (costs)`},
 		{"unknown driver type", strings.Replace(explainConfig, "type: sim}", "type: canbus}", 1),
-			`:2:29: drivers[0].type: unknown driver type "canbus" (this build has: gpio, line, modbus, sim)`},
+			`:2:29: drivers[0].type: unknown driver type "canbus" (this build has: gpio, line, modbus, opcua, sim)`},
 		{"driver's options as a list", strings.Replace(explainConfig, "type: sim}", "type: sim, sim: [faults]}", 1),
 			`:2:39: drivers[0].sim: expected a mapping of keys (key: value), found a list`},
 		{"an address the driver does not have", strings.Replace(explainConfig, "address: valve", "address: gpio17", 1),
