@@ -44,8 +44,9 @@ func (k Kind) String() string {
 // cannot be undone. Configuration may declare more, never less; the
 // gateway refuses a declaration narrower than the floor. The zero value
 // says the driver knows of no effect beyond the kind's own. A read changes
-// nothing, so for a sensor (and an actuator's read-back) only Reaches
-// counts.
+// nothing, so for a sensor only Reaches counts; an actuator's floor speaks
+// of its write, and reading it back is judged as a read that does not
+// reach.
 type Floor struct {
 	Reaches      bool
 	Irreversible bool

@@ -80,7 +80,10 @@ func Profile(d *devices.Device, c *devices.Capability, p *CapPolicy) governance.
 func ReadProfile(d *devices.Device, c *devices.Capability) governance.EffectProfile {
 	prof := governance.Nothing()
 	prof.Reads = governance.Scopes(governance.Scope(d.Scope()))
-	prof.Reaches = c.Floor.Reaches
+	// An actuator's floor is its write's: reading it back acts on
+	// nothing, wherever the device is. A sensor whose reading itself
+	// leaves the machine says so in its own floor.
+	prof.Reaches = c.Kind == devices.KindSensor && c.Floor.Reaches
 	return prof
 }
 

@@ -176,9 +176,11 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 		s.points[d.ID] = map[string]*point{}
 		for k := range d.Capabilities {
 			c := &d.Capabilities[k]
-			// A read and a write both leave the gateway for the PLC: reaches
-			// is the floor of every capability.
-			c.Floor = devices.Floor{Reaches: true}
+			// A write acts beyond the gateway, on the PLC: it reaches, as
+			// its floor. A read asks the PLC and changes nothing there: it
+			// is not an act that reaches (DESIGN §3), or a PLC's sensors
+			// could not be read in supervised or observe mode.
+			c.Floor = devices.Floor{Reaches: c.Kind == devices.KindActuator}
 			nc, found := cfg.Nodes[d.ID][c.Name]
 			if !found {
 				in.Device(i).At("capabilities").Index(k).Errorf("capability %s has no node: add it under nodes.%s.%s of driver %s", c.Name, d.ID, c.Name, in.Name())

@@ -44,9 +44,11 @@ func TestConfigureBuilds(t *testing.T) {
 	if got := in.Claims(); !slices.Equal(got, []string{"OPC-UA server opc.tcp://192.168.1.20:4840"}) {
 		t.Errorf("claims = %q", got)
 	}
+	// A write reaches the PLC; a read does not act on it.
 	for _, d := range devs {
-		if !d.Capabilities[0].Floor.Reaches {
-			t.Errorf("%s.%s's floor does not reach", d.ID, d.Capabilities[0].Name)
+		c := d.Capabilities[0]
+		if want := c.Kind == devices.KindActuator; c.Floor.Reaches != want {
+			t.Errorf("%s.%s (%s): floor reaches %v, want %v", d.ID, c.Name, c.Kind, c.Floor.Reaches, want)
 		}
 	}
 	drv, err := b(devices.Env{StateDir: t.TempDir(), Devices: devs})
