@@ -206,6 +206,12 @@ func numberAs(f float64, t dataType) (any, error) {
 		if math.Abs(f) > math.MaxFloat32 {
 			return nil, fmt.Errorf("is out of the range of a Float (±%g)", math.MaxFloat32)
 		}
+		// A Float holds about seven digits: a number it cannot hold as
+		// written would be stored as another (1e-50 as 0), and its
+		// read-back would contradict the command. It is refused instead.
+		if g := float32(f); shortest32(g) != f {
+			return nil, fmt.Errorf("cannot be held by a Float, which would store %s; write it with at most seven significant digits", strconv.FormatFloat(float64(g), 'g', -1, 32))
+		}
 		return float32(f), nil
 	}
 	if !t.integer() {
@@ -273,7 +279,9 @@ func fromVariant(c *devices.Capability, v *ua.Variant) (value.Value, error) {
 	case uint64:
 		f = float64(x)
 	case float32:
-		f = float64(x)
+		// The decimal a person wrote, not the binary neighbour float64
+		// would show: a Float written as 0.1 reads back as 0.1.
+		f = shortest32(x)
 	case float64:
 		f = x
 	default:
@@ -363,4 +371,11 @@ func truncate(s string) string {
 // isArray reports whether v holds an array (of any length).
 func isArray(v *ua.Variant) bool {
 	return v.Has(ua.VariantArrayValues) || v.Has(ua.VariantArrayDimensions) || v.ArrayLength() > 0
+}
+
+// shortest32 is x as the shortest decimal that is exactly this float32,
+// read as a float64: 0.1, not 0.10000000149011612.
+func shortest32(x float32) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+	return f
 }
