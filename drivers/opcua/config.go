@@ -304,6 +304,12 @@ func (cfg *Config) check(at devices.Place) (settings, bool) {
 			// channel that neither signs nor encrypts.
 			at.At("auth").Errorf("a password would cross the network in the clear with policy None; use policy Basic256Sha256 (mode SignAndEncrypt), or log in anonymously")
 			ok = false
+		case s.mode == ua.MessageSecurityModeSign:
+			// A signed channel is not encrypted, and the password's own
+			// protection is the server's to choose, in an endpoint list
+			// nothing authenticates: it may say none.
+			at.At("auth").Errorf("a password may cross the network in the clear over a channel that is signed and not encrypted; use mode SignAndEncrypt, or log in anonymously")
+			ok = false
 		}
 		s.username, s.pwFile = cfg.Auth.Username, cfg.Auth.PasswordFile
 	}

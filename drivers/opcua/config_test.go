@@ -149,3 +149,16 @@ func TestConfigureRefusesAPasswordInTheClear(t *testing.T) {
 		t.Errorf("problems = %q", got)
 	}
 }
+
+func TestConfigureRefusesAPasswordOverASignedOnlyChannel(t *testing.T) {
+	c := goodConfig()
+	c.Security = SecurityConfig{Policy: PolicyBasic256Sha256, Mode: "Sign"}
+	c.Auth = &AuthConfig{Username: "op", PasswordFile: "pw"}
+	in := &devicetest.Config{Driver: "plc-1", Settings: c}
+	if configure(in, configDevices()) != nil {
+		t.Fatal("a password over a signed-only channel was built")
+	}
+	if got := in.Problems(); len(got) != 1 || !strings.Contains(got[0], "use mode SignAndEncrypt") {
+		t.Errorf("problems = %q", got)
+	}
+}
