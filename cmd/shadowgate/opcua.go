@@ -13,10 +13,12 @@ import (
 )
 
 const opcuaUsage = `usage:
-  shadowgate opcua trust URL                 the server's certificate, and the line to pin it
-  shadowgate opcua browse [flags] URL [NODE] the nodes under NODE (default the Objects folder)
+  shadowgate opcua trust [--timeout D] URL   the server's certificate, and the line to pin it
+  shadowgate opcua browse [flags] URL [NODE] the nodes under NODE (default the Objects folder),
+                                             with security None and anonymously
 flags of browse:
-  --thumbprint HEX   refuse a server whose certificate is not this one
+  --thumbprint HEX   refuse a server whose endpoints present another certificate (with security
+                     None this catches a wrong server, not an impostor)
   --timeout D        bound each request (default 2s)
 `
 

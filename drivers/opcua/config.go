@@ -62,7 +62,10 @@ type Config struct {
 	// ServerThumbprint is the SHA-256 of the server certificate (DER), in
 	// hexadecimal; colons and case do not matter. It is required unless
 	// the policy is None, and checked whenever it is given: a server whose
-	// certificate does not match is not connected to.
+	// endpoints present another certificate is not connected to. Only with
+	// Basic256Sha256 does the session prove the server holds that
+	// certificate's key; with None the pin catches a wrong PLC, not an
+	// impostor that presents the right certificate.
 	ServerThumbprint string `yaml:"server_thumbprint"`
 	// Certificate and Key are the client's certificate (DER or PEM) and
 	// RSA key (PEM, PKCS#1 or PKCS#8), relative to the state directory.

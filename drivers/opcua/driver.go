@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -140,6 +141,10 @@ const openWait = 5 * time.Second
 // tried again with backoff. Open fails only for what retrying cannot mend
 // (the client certificate cannot be made or read).
 func (d *Driver) Open(ctx context.Context) error {
+	if d.o.Mode == ua.MessageSecurityModeNone && d.o.Thumbprint != "" {
+		d.log.Warn("opcua security None: the pinned thumbprint catches a wrong server, not an impostor; use Basic256Sha256 to make the server prove it",
+			"thumbprint", d.o.Thumbprint)
+	}
 	var ident *identity
 	if d.o.Mode != ua.MessageSecurityModeNone {
 		der, key, err := clientIdentity(d.o.StateDir, d.o.Name, d.o.CertFile, d.o.KeyFile)
@@ -311,11 +316,15 @@ func (d *Driver) wake() {
 	}
 }
 
+// stableSession is how long a session must hold for the reconnect backoff
+// to start again from its minimum.
+const stableSession = 30 * time.Second
+
 // keep connects and keeps the session until ctx is done.
 func (d *Driver) keep(ctx context.Context, ident *identity) {
 	back := backoff{min: d.o.backoffMin, max: d.o.backoffMax}
 	for ctx.Err() == nil {
-		s, err := d.connect(ctx, ident)
+		s, err := d.connectSafely(ctx, ident)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -328,10 +337,16 @@ func (d *Driver) keep(ctx context.Context, ident *identity) {
 			}
 			continue
 		}
-		back.reset()
 		d.setConn(s, nil)
 		d.settle()
+		up := time.Now()
 		why := d.serve(ctx, s)
+		if time.Since(up) >= stableSession {
+			// Only a session that held resets the backoff: one that drops
+			// at once (a server that takes connections and fails them) is
+			// tried again ever more slowly, not in a storm.
+			back.reset()
+		}
 		if ctx.Err() != nil {
 			d.mu.Lock()
 			d.conn = nil
@@ -345,6 +360,20 @@ func (d *Driver) keep(ctx context.Context, ident *identity) {
 			return
 		}
 	}
+}
+
+// connectSafely is connect, with a panic inside gopcua's client (a server
+// whose session signature or certificate it cannot handle: it dereferences
+// a session it did not make, asserts an RSA key it was not given) turned
+// into a failed connection: a misbehaving PLC must not end the gateway.
+func (d *Driver) connectSafely(ctx context.Context, ident *identity) (s *session, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("connecting to %s: the OPC-UA client failed on the server's answers: %v", d.o.URL, r)
+			d.log.Error("opcua client panicked while connecting", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	return d.connect(ctx, ident)
 }
 
 // closeClient closes a session's client, bounded in time: a server that

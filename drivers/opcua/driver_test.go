@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,4 +241,50 @@ func TestServerRestartIsLostThenFound(t *testing.T) {
 	r.waitFor(t, "the level 9.5 after the restart", from, func(n devices.Notice) bool {
 		return n.Device == "tank-1" && n.Reading != nil && n.Reading.Value.Equal(value.Number(9.5))
 	})
+}
+
+// TestRefusedSubscriptionIsNoReconnectStorm: a server that refuses every
+// subscription. gopcua's client (v0.8.0) takes any bad service result for
+// a broken channel and closes, so the session is lost each time; but the
+// driver's backoff starts again from its minimum only after a session that
+// held, so the reconnects slow down instead of storming the PLC.
+func TestRefusedSubscriptionIsNoReconnectStorm(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, leakOpts...) })
+	p := startPLC(t, func(p *testPLC) { p.noSubscriptions = true })
+	r := startDriver(t, p, plcConfig(p)) // backoff 20ms doubling to 200ms
+	r.waitFor(t, "found", 0, func(n devices.Notice) bool { return n.Found })
+	time.Sleep(time.Second)
+	r.mu.Lock()
+	found := 0
+	for _, n := range r.notices {
+		if n.Found {
+			found++
+		}
+	}
+	r.mu.Unlock()
+	// 20+40+80+160+200+200+... ms: about 7 sessions in a second. A backoff
+	// reset at every connect made one every 40ms or so (25 a second).
+	if cycles := found / len(plcDevices()); cycles > 12 {
+		t.Fatalf("%d sessions in about a second with a server refusing subscriptions: the reconnects do not slow down", cycles)
+	}
+}
+
+// TestPanicWhileConnectingIsAFailedConnection: gopcua's client can panic on
+// a misbehaving server's answers; the driver takes it for a failed
+// connection, says why, and tries again, instead of ending the gateway.
+func TestPanicWhileConnectingIsAFailedConnection(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, leakOpts...) })
+	var panics atomic.Int64
+	testConnectHook = func() {
+		if panics.Add(1) == 1 {
+			panic("nil session")
+		}
+	}
+	t.Cleanup(func() { testConnectHook = nil })
+	p := startPLC(t)
+	r := startDriver(t, p, plcConfig(p))
+	r.waitFor(t, "found after the panic", 0, func(n devices.Notice) bool { return n.Found })
+	if panics.Load() < 2 {
+		t.Fatal("the driver did not connect again after the panic")
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/gopcua/opcua/server"
 	"github.com/gopcua/opcua/server/attrs"
 	"github.com/gopcua/opcua/ua"
+	"github.com/gopcua/opcua/uasc"
 	"go.uber.org/goleak"
 )
 
@@ -54,6 +55,8 @@ type testPLC struct {
 	writes atomic.Int64
 	// values survive a restart.
 	values map[string]any
+	// noSubscriptions makes the server refuse every subscription.
+	noSubscriptions bool
 }
 
 // The test PLC's variables: name, initial value, data type, writable.
@@ -74,7 +77,7 @@ var plcVars = []struct {
 	{"Struct", int32(1), id.VariableNode, true},
 }
 
-func startPLC(t testing.TB) *testPLC {
+func startPLC(t testing.TB, setup ...func(*testPLC)) *testPLC {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -86,6 +89,9 @@ func startPLC(t testing.TB) *testPLC {
 	p.cert, p.key = testCert(t, "urn:shadowgate:test:plc")
 	for _, v := range plcVars {
 		p.values[v.name] = v.v
+	}
+	for _, f := range setup {
+		f(p)
 	}
 	p.start()
 	t.Cleanup(p.Stop)
@@ -145,6 +151,18 @@ func (p *testPLC) start() {
 			func() *ua.DataValue { return server.DataValueFromValue(val) })
 		ns.AddNode(n)
 		ns.Objects().AddRef(n, id.HasComponent, true)
+	}
+	if p.noSubscriptions {
+		s.RegisterHandler(id.CreateSubscriptionRequest_Encoding_DefaultBinary,
+			func(_ *uasc.SecureChannel, r ua.Request, _ uint32) (ua.Response, error) {
+				// A service result, as a real server answers: the session
+				// stays.
+				return &ua.CreateSubscriptionResponse{ResponseHeader: &ua.ResponseHeader{
+					Timestamp: time.Now(), RequestHandle: r.Header().RequestHandle,
+					ServiceResult: ua.StatusBadTooManySubscriptions, ServiceDiagnostics: &ua.DiagnosticInfo{},
+					StringTable: []string{}, AdditionalHeader: ua.NewExtensionObject(nil),
+				}}, nil
+			})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := s.Start(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	gopcua "github.com/gopcua/opcua"
@@ -18,7 +19,13 @@ import (
 // compares its certificate's SHA-256 with the pinned thumbprint, and only
 // then opens a secure channel, encrypting to that very certificate, and a
 // session. It then reads the data type of every node once.
+// testConnectHook, set by a test, runs at the start of every connection.
+var testConnectHook func()
+
 func (d *Driver) connect(ctx context.Context, ident *identity) (*session, error) {
+	if testConnectHook != nil {
+		testConnectHook()
+	}
 	cctx, cancel := context.WithTimeout(ctx, 3*d.o.Timeout)
 	defer cancel()
 	eps, err := gopcua.GetEndpoints(cctx, d.o.URL, gopcua.DialTimeout(d.o.Timeout), gopcua.RequestTimeout(d.o.Timeout))
@@ -227,9 +234,24 @@ func (d *Driver) serve(ctx context.Context, s *session) error {
 		lastHeard = time.Now()
 		return err
 	}
-	if err := build(); err != nil {
-		return err
+	// A subscription the server will not make is not a lost session: the
+	// nodes are still read when asked, and the subscription is tried
+	// again with its own backoff, not by reconnecting.
+	subBack := backoff{min: d.o.backoffMin, max: d.o.backoffMax}
+	var retryAt time.Time
+	rebuild := func(why string) {
+		err := build()
+		if err == nil {
+			subBack.reset()
+			retryAt = time.Time{}
+			return
+		}
+		wait := subBack.next()
+		retryAt = time.Now().Add(wait)
+		d.log.Warn("opcua subscription could not be made; its nodes are read when asked, and it is tried again",
+			"why", why, "error", err, "retry_in", wait)
 	}
+	rebuild("the session began")
 	tick := time.NewTicker(d.o.check)
 	defer tick.Stop()
 	checks, missed := 0, 0
@@ -253,9 +275,7 @@ func (d *Driver) serve(ctx context.Context, s *session) error {
 					return fmt.Errorf("the session with %s was lost: %w", d.o.URL, n.Error)
 				}
 				d.log.Warn("opcua subscription failed; building it anew", "error", n.Error)
-				if err := build(); err != nil {
-					return err
-				}
+				rebuild("the subscription failed")
 				continue
 			}
 			lastHeard = time.Now()
@@ -278,6 +298,9 @@ func (d *Driver) serve(ctx context.Context, s *session) error {
 				missed = 0
 			}
 		}
+		if sub == nil && !retryAt.IsZero() && time.Now().After(retryAt) {
+			rebuild("a retry was due")
+		}
 		if sub != nil && time.Since(lastHeard) > stallAfter {
 			stalled, err := d.missedChange(ctx, s, items)
 			switch {
@@ -285,9 +308,7 @@ func (d *Driver) serve(ctx context.Context, s *session) error {
 				d.log.Debug("opcua subscription check failed", "error", err)
 			case stalled:
 				d.log.Warn("opcua subscription missed a change; building it anew")
-				if err := build(); err != nil {
-					return err
-				}
+				rebuild("it missed a change")
 			default:
 				lastHeard = time.Now()
 			}
@@ -410,13 +431,23 @@ func (d *Driver) missedChange(ctx context.Context, s *session, items []*watched)
 		if err != nil {
 			continue
 		}
-		if !it.have || !rd.Value.Equal(it.last) {
+		if !it.have || changedBeyond(rd.Value, it.last, it.p.deadband) {
 			missed = true
 			it.last, it.have = rd.Value, true
 			d.tell(devices.Notice{Device: it.device, Capability: it.capability, Reading: &rd})
 		}
 	}
 	return missed, nil
+}
+
+// changedBeyond reports whether v differs from last by more than the
+// subscription's absolute deadband would let pass unreported (numbers), or
+// at all (other types).
+func changedBeyond(v, last value.Value, deadband float64) bool {
+	if v.Type == value.TypeNumber && last.Type == value.TypeNumber {
+		return math.Abs(v.Num-last.Num) > deadband
+	}
+	return !v.Equal(last)
 }
 
 // ping reads the server's clock.
