@@ -67,6 +67,22 @@ func (e *Engine) notice(ctx context.Context, n devices.Notice) {
 	case n.Found:
 		e.links.set(n.Device, nil)
 		e.refresh(ctx)
+		e.readAgain(ctx, n.Device)
+	}
+}
+
+// readAgain reads every readable capability of a device found again, so
+// that what it holds now is known (a PLC that restarted with its valve
+// closed), not the reading from before it went.
+func (e *Engine) readAgain(ctx context.Context, device string) {
+	ent, ok := e.reg.Lookup(device)
+	if !ok {
+		return
+	}
+	for _, c := range ent.Device.Capabilities {
+		if c.Readable() && ctx.Err() == nil {
+			e.read(ctx, nil, 0, "gateway:found", device, c.Name)
+		}
 	}
 }
 

@@ -83,6 +83,12 @@ func TestWatcherNoticesAreJournaled(t *testing.T) {
 	w.g.SetFault("tank-1", sim.Fault{})
 	wd.notices <- devices.Notice{Device: "tank-1", Found: true}
 	waitEvent(t, w, at, runtime.KindDeviceOnline, func(ev runtime.Event) bool { return ev.Device == "tank-1" })
+	// Found again, it is read at once: what it holds now is known, not the
+	// reading from before it went.
+	waitEvent(t, w, at, runtime.KindObserved, func(ev runtime.Event) bool {
+		var b runtime.ObservedBody
+		return ev.Device == "tank-1" && json.Unmarshal(ev.Body, &b) == nil && b.Principal == "gateway:found" && b.Quality == "good"
+	})
 	if obs, _ := w.e.Read(w.ctx, "test:alice", "tank-1", "level"); obs.Kind != runtime.Completed {
 		t.Fatalf("read after the device was found = %+v", obs)
 	}
