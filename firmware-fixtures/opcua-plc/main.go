@@ -5,13 +5,19 @@
 //
 // It prints the endpoint URL, the namespace, the node id of every tag and
 // the SHA-256 thumbprint of the server certificate, which a client can
-// pin. Only -security none works (see package plc for why Basic256Sha256
-// does not).
+// pin; with -identity FILE that certificate is kept, so the pin holds
+// across restarts. Only -security none works (see package plc for why
+// Basic256Sha256 does not).
 package main
 
 import (
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -30,6 +36,7 @@ func run() int {
 	security := flag.String("security", "none", "endpoint security: none, basic256sha256 (Sign and SignAndEncrypt; refused, see package plc)")
 	tick := flag.Duration("tick", 100*time.Millisecond, "physics period")
 	verbose := flag.Bool("v", false, "log the gopcua server's lines (debug level) and its standard-log output")
+	identity := flag.String("identity", "", "keep the server's certificate and key in this PEM file (made at the first start), so a pinned thumbprint holds across restarts")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -51,6 +58,14 @@ func run() int {
 		return 1
 	}
 
+	if *identity != "" {
+		der, key, err := loadOrMakeIdentity(*identity)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "opcua-plc: %v\n", err)
+			return 1
+		}
+		opts.Certificate, opts.PrivateKey = der, key
+	}
 	p, err := plc.Start(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "opcua-plc: %v\n", err)
@@ -72,4 +87,46 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// loadOrMakeIdentity reads a certificate and its RSA key from one PEM file,
+// or makes them and writes the file (0600) when it does not exist.
+func loadOrMakeIdentity(path string) ([]byte, *rsa.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		der, key, err := plc.NewCertificate(plc.ApplicationURI)
+		if err != nil {
+			return nil, nil, err
+		}
+		out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})...)
+		if err := os.WriteFile(path, out, 0o600); err != nil {
+			return nil, nil, fmt.Errorf("writing the identity: %w", err)
+		}
+		return der, key, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the identity: %w", err)
+	}
+	var der []byte
+	var key *rsa.PrivateKey
+	for rest := b; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		switch blk.Type {
+		case "CERTIFICATE":
+			der = blk.Bytes
+		case "RSA PRIVATE KEY":
+			if key, err = x509.ParsePKCS1PrivateKey(blk.Bytes); err != nil {
+				return nil, nil, fmt.Errorf("%s: the key: %w", path, err)
+			}
+		}
+	}
+	if der == nil || key == nil {
+		return nil, nil, fmt.Errorf("%s holds no certificate and RSA key in PEM", path)
+	}
+	return der, key, nil
 }
