@@ -29,9 +29,10 @@ func startPLC(t *testing.T) *plc.PLC {
 // TestPLCExampleEndToEnd serves examples/plc-opcua.yaml with the binary
 // against the PLC simulator, changed only in where it listens, keeps its
 // state and finds the PLC. mosquitto_rr, logged in as the admin the first
-// start makes, asks to open the valve; in mode supervised it waits for a
-// person; the admin approves it with `shadowgate approvals`, and the
-// simulator's valve opens.
+// start makes, asks to open the valve and to start the pump; in mode
+// supervised each waits for a person; the admin approves them with
+// `shadowgate approvals`, and the simulator's valve opens and its pump
+// runs, confirmed by its feedback.
 func TestPLCExampleEndToEnd(t *testing.T) {
 	rr := needTool(t, "mosquitto_rr")
 	bin := shadowgateBinary(t)
@@ -66,24 +67,34 @@ func TestPLCExampleEndToEnd(t *testing.T) {
 		t.Fatalf("no console address in %q", ready)
 	}
 	g.await(t, "the valve online", has("msg=device_online", "device_id=valve-1"))
-	out, err := exec.Command(rr, "-h", "127.0.0.1", "-p", fmt.Sprint(mqttPort), "-u", "admin", "-P", password,
-		"-t", "shadowgate/tank-plc/cmd/valve-1/open", "-e", "shadowgate/tank-plc/inbox/rr",
-		"-m", `{"value": true, "id": "rr-plc-1"}`, "-W", "15").CombinedOutput()
-	id := regexp.MustCompile(`"approval":\{"id":"(apr-[0-9a-f]+)"`).FindSubmatch(out)
-	if err != nil || id == nil || !strings.Contains(string(out), `"outcome":"pending_approval"`) {
-		t.Fatalf("mosquitto_rr: %v\n%s\nwant pending approval (mode supervised)", err, out)
+	// ask sends one command with mosquitto_rr, expects it to wait for a
+	// person, and approves it as the admin.
+	ask := func(device, capability, value, id string) {
+		t.Helper()
+		out, err := exec.Command(rr, "-h", "127.0.0.1", "-p", fmt.Sprint(mqttPort), "-u", "admin", "-P", password,
+			"-t", "shadowgate/tank-plc/cmd/"+device+"/"+capability, "-e", "shadowgate/tank-plc/inbox/rr",
+			"-m", `{"value": `+value+`, "id": "`+id+`"}`, "-W", "15").CombinedOutput()
+		apr := regexp.MustCompile(`"approval":\{"id":"(apr-[0-9a-f]+)"`).FindSubmatch(out)
+		if err != nil || apr == nil || !strings.Contains(string(out), `"outcome":"pending_approval"`) {
+			t.Fatalf("mosquitto_rr %s.%s: %v\n%s\nwant pending approval (mode supervised)\nthe gateway's log:\n%s", device, capability, err, out, strings.Join(g.all, "\n"))
+		}
+		approve := exec.Command(bin, "approvals", "approve", string(apr[1]), "--user", "admin", "--url", "http://"+console[1])
+		approve.Stdin = strings.NewReader(password + "\n")
+		if out, err := approve.CombinedOutput(); err != nil {
+			t.Fatalf("shadowgate approvals approve: %v\n%s", err, out)
+		}
 	}
-	if p.Valve() {
-		t.Fatal("the valve opened before anyone approved")
-	}
-	approve := exec.Command(bin, "approvals", "approve", string(id[1]), "--user", "admin", "--url", "http://"+console[1])
-	approve.Stdin = strings.NewReader(password + "\n")
-	if out, err := approve.CombinedOutput(); err != nil {
-		t.Fatalf("shadowgate approvals approve: %v\n%s", err, out)
-	}
-	g.await(t, "the act confirmed", has("msg=acted", "device_id=valve-1", `\"confirmation\":\"confirmed\"`))
+	ask("valve-1", "open", "true", "rr-plc-1")
+	g.await(t, "the valve's act confirmed", has("msg=acted", "device_id=valve-1", `\"confirmation\":\"confirmed\"`))
 	if !p.Valve() {
 		t.Fatal("the gateway journaled the act confirmed, yet the simulator's valve is closed")
+	}
+	// The pump: its interlock needs the tank level, which the subscription
+	// brings; its confirmation is the PLC's running feedback.
+	ask("pump-1", "on", "true", "rr-plc-2")
+	g.await(t, "the pump's act confirmed", has("msg=acted", "device_id=pump-1", `\"confirmation\":\"confirmed\"`))
+	if !p.PumpRunning() {
+		t.Fatal("the gateway journaled the pump confirmed, yet the simulator's pump is not running")
 	}
 }
 
