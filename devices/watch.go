@@ -1,6 +1,9 @@
 package devices
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // Watcher is a driver that tells of changes as they happen instead of
 // waiting to be asked: an input pin's edge, a device's unsolicited event
@@ -39,4 +42,71 @@ type Why interface {
 	// Why returns why the device cannot be reached now, or nil when it can
 	// or the driver does not know it.
 	Why(device string) error
+}
+
+// Notices is the queue a driver keeps between the notices it makes and
+// its Watch: Tell never blocks (a driver may tell while it holds its own
+// locks), and Watch hands them on in order. It holds at most MaxNotices;
+// when a Watch does not keep up, the oldest go first and are counted. The
+// zero value is ready to use; it is safe for concurrent use.
+type Notices struct {
+	// mu guards everything below.
+	mu      sync.Mutex
+	q       []Notice
+	wake    chan struct{} // closed and replaced when q grows
+	dropped int
+}
+
+// MaxNotices bounds the notices a Notices keeps.
+const MaxNotices = 1024
+
+// Tell queues n for Watch.
+func (ns *Notices) Tell(n Notice) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if len(ns.q) >= MaxNotices {
+		ns.q = ns.q[1:]
+		ns.dropped++
+	}
+	ns.q = append(ns.q, n)
+	if ns.wake != nil {
+		close(ns.wake)
+		ns.wake = nil
+	}
+}
+
+// Dropped returns how many notices were dropped for want of a Watch that
+// kept up.
+func (ns *Notices) Dropped() int {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.dropped
+}
+
+// Watch calls fn with each notice told, in order, until ctx is done.
+func (ns *Notices) Watch(ctx context.Context, fn func(Notice)) {
+	for {
+		ns.mu.Lock()
+		batch := ns.q
+		ns.q = nil
+		if ns.wake == nil {
+			ns.wake = make(chan struct{})
+		}
+		wake := ns.wake
+		ns.mu.Unlock()
+		for _, n := range batch {
+			if ctx.Err() != nil {
+				return
+			}
+			fn(n)
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+	}
 }

@@ -67,17 +67,17 @@ type Driver struct {
 	// settled is closed once the first connection attempt is over.
 	settled    chan struct{}
 	settleOnce sync.Once
+	// notices are what Watch hands on; they have their own lock.
+	notices devices.Notices
 
 	// mu guards everything below.
-	mu      sync.Mutex
-	conn    *session // nil while not connected
-	online  bool
-	why     error            // why not online
-	notices []devices.Notice // for Watch
-	noticed chan struct{}    // closed and replaced when notices grow
-	closed  bool
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	conn   *session // nil while not connected
+	online bool
+	why    error // why not online
+	closed bool
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // session is one connection to the server, with what was learnt at
@@ -116,7 +116,7 @@ func newDriver(o options) (*Driver, error) {
 	}
 	d := &Driver{
 		o: o, log: log.With("url", o.URL), byID: map[string]*devices.Device{},
-		kick: make(chan struct{}, 1), settled: make(chan struct{}), noticed: make(chan struct{}),
+		kick: make(chan struct{}, 1), settled: make(chan struct{}),
 		why: errors.New("not connected to " + o.URL + " yet"),
 	}
 	for i := range o.Devices {
@@ -229,46 +229,7 @@ func (d *Driver) Health(context.Context) error {
 
 // Watch tells of readings from subscriptions and of the server lost and
 // found, until ctx is done.
-func (d *Driver) Watch(ctx context.Context, fn func(devices.Notice)) {
-	for {
-		d.mu.Lock()
-		batch, wake := d.notices, d.noticed
-		d.notices = nil
-		d.mu.Unlock()
-		for _, n := range batch {
-			fn(n)
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		}
-	}
-}
-
-// maxNotices bounds the notices kept for a Watch that does not keep up;
-// the oldest go first.
-const maxNotices = 1024
-
-// tell queues a notice for Watch.
-func (d *Driver) tell(n devices.Notice) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.tellLocked(n)
-}
-
-// tellLocked queues a notice for Watch. d.mu must be held.
-func (d *Driver) tellLocked(n devices.Notice) {
-	if len(d.notices) >= maxNotices {
-		d.notices = d.notices[1:]
-	}
-	d.notices = append(d.notices, n)
-	close(d.noticed)
-	d.noticed = make(chan struct{})
-}
+func (d *Driver) Watch(ctx context.Context, fn func(devices.Notice)) { d.notices.Watch(ctx, fn) }
 
 // setConn records the session (nil: none) and tells of each device that
 // came or went.
@@ -290,9 +251,9 @@ func (d *Driver) setConn(s *session, why error) {
 	}
 	for _, dev := range d.o.Devices {
 		if d.online {
-			d.tellLocked(devices.Notice{Device: dev.ID, Found: true})
+			d.notices.Tell(devices.Notice{Device: dev.ID, Found: true})
 		} else {
-			d.tellLocked(devices.Notice{Device: dev.ID, Lost: why})
+			d.notices.Tell(devices.Notice{Device: dev.ID, Lost: why})
 		}
 	}
 }

@@ -402,7 +402,7 @@ func (d *Driver) deliver(items []*watched, v any) {
 			continue
 		}
 		it.last, it.have = rd.Value, true
-		d.tell(devices.Notice{Device: it.device, Capability: it.capability, Reading: &rd})
+		d.notices.Tell(devices.Notice{Device: it.device, Capability: it.capability, Reading: &rd})
 	}
 }
 
@@ -434,7 +434,7 @@ func (d *Driver) missedChange(ctx context.Context, s *session, items []*watched)
 		if !it.have || changedBeyond(rd.Value, it.last, it.p.deadband) {
 			missed = true
 			it.last, it.have = rd.Value, true
-			d.tell(devices.Notice{Device: it.device, Capability: it.capability, Reading: &rd})
+			d.notices.Tell(devices.Notice{Device: it.device, Capability: it.capability, Reading: &rd})
 		}
 	}
 	return missed, nil

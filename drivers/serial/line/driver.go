@@ -75,6 +75,8 @@ type Driver struct {
 	// answered, or the port could not be opened.
 	settled    chan struct{}
 	settleOnce sync.Once
+	// notices are what Watch hands on.
+	notices devices.Notices
 
 	// mu guards everything below.
 	mu       sync.Mutex
@@ -88,8 +90,6 @@ type Driver struct {
 	misses   int          // requests in a row unanswered
 	booted   bool         // the board said it started again
 	stats    Stats
-	notices  []devices.Notice // for Watch
-	noticed  chan struct{}    // closed and replaced when notices grow
 	closed   bool
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -124,7 +124,6 @@ func New(opts Options) *Driver {
 		turn: make(chan struct{}, 1), kick: make(chan struct{}, 1), settled: make(chan struct{}),
 		why:      errors.New("the port " + opts.Port.Path + " is not open yet"),
 		mismatch: map[string]error{},
-		noticed:  make(chan struct{}),
 	}
 	for i := range opts.Devices {
 		dev := &opts.Devices[i]
@@ -252,39 +251,7 @@ func (d *Driver) Stats() Stats {
 
 // Watch tells of events the board sends and of the board lost and found,
 // until ctx is done.
-func (d *Driver) Watch(ctx context.Context, fn func(devices.Notice)) {
-	for {
-		d.mu.Lock()
-		batch, wake := d.notices, d.noticed
-		d.notices = nil
-		d.mu.Unlock()
-		for _, n := range batch {
-			fn(n)
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		}
-	}
-}
-
-// maxNotices bounds the notices kept for a Watch that does not keep up;
-// the oldest go first.
-const maxNotices = 1024
-
-// tellLocked queues a notice for Watch. d.mu must be held.
-func (d *Driver) tellLocked(n devices.Notice) {
-	if len(d.notices) >= maxNotices {
-		d.notices = d.notices[1:]
-	}
-	d.notices = append(d.notices, n)
-	close(d.noticed)
-	d.noticed = make(chan struct{})
-}
+func (d *Driver) Watch(ctx context.Context, fn func(devices.Notice)) { d.notices.Watch(ctx, fn) }
 
 // setOnline records whether the board answers, and tells of each device
 // that came or went.
@@ -306,9 +273,9 @@ func (d *Driver) setOnline(online bool, why error) {
 			continue
 		}
 		if online {
-			d.tellLocked(devices.Notice{Device: dev.ID, Found: true})
+			d.notices.Tell(devices.Notice{Device: dev.ID, Found: true})
 		} else {
-			d.tellLocked(devices.Notice{Device: dev.ID, Lost: why})
+			d.notices.Tell(devices.Notice{Device: dev.ID, Lost: why})
 		}
 	}
 }
@@ -472,7 +439,7 @@ func (d *Driver) refreshReadings(ctx context.Context) {
 			continue
 		}
 		d.mu.Lock()
-		d.tellLocked(devices.Notice{Device: dev.ID, Capability: c.Name, Reading: &rd})
+		d.notices.Tell(devices.Notice{Device: dev.ID, Capability: c.Name, Reading: &rd})
 		d.mu.Unlock()
 	}
 }
@@ -555,7 +522,7 @@ func (d *Driver) take(b []byte) {
 			return
 		}
 		rd := devices.Reading{Value: v, At: time.Now(), Quality: devices.QualityGood}
-		d.tellLocked(devices.Notice{Device: dev.ID, Capability: c.Name, Reading: &rd})
+		d.notices.Tell(devices.Notice{Device: dev.ID, Capability: c.Name, Reading: &rd})
 	}
 }
 
