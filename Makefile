@@ -3,7 +3,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BUILD   := CGO_ENABLED=0 go build -trimpath -ldflags='$(LDFLAGS)'
 
-.PHONY: build run test bench lint fuzz amd64 arm64 armv7 armv6 clean
+.PHONY: build run test bench lint fuzz amd64 arm64 armv7 armv6 dist deb FORCE clean
 
 build:
 	$(BUILD) -o shadowgate ./cmd/shadowgate
@@ -50,6 +50,38 @@ armv7:
 
 armv6:
 	GOOS=linux GOARCH=arm GOARM=6 $(BUILD) -o dist/shadowgate-linux-armv6 ./cmd/shadowgate
+
+# make dist: a tarball per architecture (the binary, systemd/, the packaged
+# configuration, a README) and SHA256SUMS. make deb: a Debian package per
+# architecture. Both go to DIST; TARBALLS and DEBS choose the architectures.
+DIST     ?= dist
+TARBALLS ?= amd64 arm64 armv7 armv6
+DEBS     ?= arm64 armhf armel amd64
+# The Debian version is VERSION made valid and ordered for dpkg: no leading
+# v; "-N-gHASH" (N commits after a tag) becomes "+N.gHASH" and any other
+# hyphen "~", so v0.3.0-12-gabc1234-dirty is 0.3.0+12.gabc1234~dirty and
+# v0.4.0-rc.1 is 0.4.0~rc.1 (before 0.4.0). Without a tag it is
+# 0.0.0+git.HASH.
+DEBVERSION := $(shell echo '$(VERSION)' | sed -E 's/^v//; s/-([0-9]+)-g([0-9a-f]+)/+\1.g\2/; s/-/~/g; /^[0-9]+\./!s/^/0.0.0+git./')
+# Archives and packages carry the last commit's time, so they are reproducible.
+export SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# GOARCH and GOARM of each build: armhf is GOARM=6 because Raspberry Pi OS's
+# armhf is ARMv6 (Pi 1, Zero); armel is Debian's ARMv5.
+GO_amd64 := GOARCH=amd64
+GO_arm64 := GOARCH=arm64
+GO_armv7 := GOARCH=arm GOARM=7
+GO_armv6 := GOARCH=arm GOARM=6
+GO_armhf := GOARCH=arm GOARM=6
+GO_armel := GOARCH=arm GOARM=5
+
+$(DIST)/shadowgate-linux-%: FORCE
+	GOOS=linux $(GO_$*) $(BUILD) -o $@ ./cmd/shadowgate
+
+dist: $(TARBALLS:%=$(DIST)/shadowgate-linux-%)
+	packaging/package.sh tar $(VERSION) $(DIST) $(TARBALLS)
+
+deb: $(DEBS:%=$(DIST)/shadowgate-linux-%)
+	packaging/package.sh deb $(DEBVERSION) $(DIST) $(DEBS)
 
 clean:
 	rm -rf dist shadowgate
