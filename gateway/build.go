@@ -67,6 +67,9 @@ type Built struct {
 	// declared is each actuator's effects as the configuration wrote
 	// them, by "device.capability", for Effects.
 	declared map[string]EffectsConfig
+	// raw is the file's top-level sections as parsed, for a reload to
+	// tell what changed.
+	raw map[string]any
 }
 
 // people knows who holds each token and the uplink.

@@ -419,6 +419,8 @@ func Load(file string, data []byte) (*Built, error) {
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
+	// The file checked: its sections parse as plain data too.
+	_ = yaml.Unmarshal(data, &b.raw)
 	return b, nil
 }
 

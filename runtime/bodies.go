@@ -27,6 +27,7 @@ import (
 //	mode_changed       ModeChangedBody
 //	rule_added         RuleRecord
 //	rule_revoked       RuleRevokedBody
+//	config_changed     ConfigChangedBody
 //	device_online      DeviceBody
 //	device_offline     DeviceBody
 //	ended              EndedBody
@@ -150,6 +151,19 @@ type ModeChangedBody struct {
 type RuleRevokedBody struct {
 	By   string `json:"by"`
 	Rule string `json:"rule"`
+}
+
+// ConfigChangedBody is the body of a config_changed event: which file was
+// put in force, its digest, and what changed in what the engine holds.
+type ConfigChangedBody struct {
+	File string `json:"file"`
+	// Digest is the SHA-256 of the file, in hexadecimal.
+	Digest  string   `json:"digest"`
+	Changes []string `json:"changes"`
+	// Restart names the sections of the file that changed and are not
+	// taken live: they wait for a restart.
+	Restart []string `json:"restart,omitempty"`
+	By      string   `json:"by"`
 }
 
 // DeviceBody is the body of device_online and device_offline events.

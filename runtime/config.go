@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -93,6 +94,17 @@ func (e *Engine) conf() *config { return e.cfg.Load() }
 // started keep the plan they started with; schedules and pollers are those
 // the engine started with.
 func (e *Engine) Reconfigure(ctx context.Context, c Config) error {
+	return e.reconfigure(ctx, c, nil)
+}
+
+// Reload is Reconfigure for a configuration file read again: the change is
+// journaled (config_changed, with the file's digest and what changed)
+// before it takes effect, and not made if it cannot be journaled.
+func (e *Engine) Reload(ctx context.Context, c Config, body ConfigChangedBody) error {
+	return e.reconfigure(ctx, c, &body)
+}
+
+func (e *Engine) reconfigure(ctx context.Context, c Config, note *ConfigChangedBody) error {
 	next, err := checkConfig(c)
 	if err != nil {
 		return fmt.Errorf("the new configuration: %w", err)
@@ -100,15 +112,22 @@ func (e *Engine) Reconfigure(ctx context.Context, c Config) error {
 	e.decide.Lock()
 	defer e.decide.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := next.modes[e.mode.Name]; !ok {
-		return fmt.Errorf("the new configuration drops mode %q, which is in force: %w", e.mode.Name, ErrUnknownMode)
+	err = e.fitsLocked(next)
+	e.mu.Unlock()
+	if err != nil {
+		return err
 	}
-	for _, r := range next.rules {
-		if rr, ok := e.rules[r.ID]; ok && !rr.MadeAt.IsZero() {
-			return errors.New("the new configuration's rule " + r.ID + " has the id of a rule made by an approval")
+	if note != nil {
+		if note.Changes == nil {
+			note.Changes = e.configChanges(next)
+		}
+		// The decision lock keeps the state checked until it is applied.
+		if _, err := e.commit(ctx, Sync, Event{Kind: KindConfigChanged}, *note, nil); err != nil {
+			return fmt.Errorf("not applied: the change could not be journaled: %w", err)
 		}
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for id, rr := range e.rules {
 		if rr.MadeAt.IsZero() { // from the configuration it replaces
 			delete(e.rules, id)
@@ -122,4 +141,74 @@ func (e *Engine) Reconfigure(ctx context.Context, c Config) error {
 	e.log.Info("configuration in force", "policies", len(next.policies), "modes", len(next.modes),
 		"rules", len(next.rules), "plans", slices.Sorted(maps.Keys(next.plans)))
 	return nil
+}
+
+// fitsLocked reports why next cannot replace the configuration in force:
+// it drops the mode in force, or reuses the id of a rule an approval made.
+// e.mu must be held.
+func (e *Engine) fitsLocked(next *config) error {
+	if _, ok := next.modes[e.mode.Name]; !ok {
+		return fmt.Errorf("the new configuration drops mode %q, which is in force: %w", e.mode.Name, ErrUnknownMode)
+	}
+	for _, r := range next.rules {
+		if rr, ok := e.rules[r.ID]; ok && !rr.MadeAt.IsZero() {
+			return errors.New("the new configuration's rule " + r.ID + " has the id of a rule made by an approval")
+		}
+	}
+	return nil
+}
+
+// configChanges says what next changes in the configuration in force, as lines
+// a person reads: rules, plans, modes and capabilities added, removed or
+// changed.
+func (e *Engine) configChanges(next *config) []string {
+	cur := e.conf()
+	out := []string{}
+	diff := func(what string, old, now map[string]string) {
+		for _, k := range slices.Sorted(maps.Keys(now)) {
+			o, had := old[k]
+			switch {
+			case !had:
+				out = append(out, what+" "+k+" added")
+			case o != now[k]:
+				out = append(out, what+" "+k+" changed")
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(old)) {
+			if _, has := now[k]; !has {
+				out = append(out, what+" "+k+" removed")
+			}
+		}
+	}
+	diff("rule", describeRules(cur.rules), describeRules(next.rules))
+	diff("plan", describe(cur.plans), describe(next.plans))
+	diff("mode", describe(cur.modes), describe(next.modes))
+	diff("capability", describe(cur.policies), describe(next.policies))
+	return out
+}
+
+func describeRules(rs []governance.Rule) map[string]string {
+	out := make(map[string]string, len(rs))
+	for _, r := range rs {
+		out[r.ID] = content(r)
+	}
+	return out
+}
+
+func describe[V any](m map[string]V) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = content(v)
+	}
+	return out
+}
+
+// content is v as JSON, pointers followed, so that two snapshots' values
+// compare by what they hold.
+func content(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", err)
+	}
+	return string(b)
 }

@@ -32,6 +32,9 @@ const (
 	// KindReconciled records an unknown attempt settled by a read-back or by
 	// an admin, which lifts the lock on its actuator.
 	KindReconciled Kind = "reconciled"
+	// KindConfigChanged records a configuration file read again and put in
+	// force (a reload).
+	KindConfigChanged Kind = "config_changed"
 )
 
 // Event is one entry of the journal. Seq is assigned by the journal and

@@ -27,6 +27,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/gateway"
+	"github.com/shadowgate/shadowgate/runtime"
 )
 
 // Exit codes, as the README and the unit file list them.
@@ -166,7 +167,8 @@ func serve(args []string, stderr io.Writer) int {
 	// supervisor just after the start must not end the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer ignoreHangups(log)()
+	hup, stopHangups := takeHangups(log)
+	defer stopHangups()
 	cfg, fixtures, err := load(*configPath, demo)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -182,6 +184,11 @@ func serve(args []string, stderr io.Writer) int {
 	// Ready is called once every port is bound: only then is the way in
 	// told, and a supervisor or a person may use it.
 	ready := func(p gateway.Parts) {
+		if demo == "" {
+			hup.onReady(reloader(ctx, log, p.Engine, cfg))
+		} else {
+			hup.onReady(func() { log.Warn("the demo's configuration is embedded: nothing to reload", "signal", "SIGHUP") })
+		}
 		attrs := []any{"version", version, "mode", p.Engine.Mode(ctx).Name}
 		if p.Web != nil {
 			attrs = append(attrs, "console", p.Web.Addr())
@@ -223,12 +230,21 @@ func serve(args []string, stderr io.Writer) int {
 	return exitOK
 }
 
-// ignoreHangups keeps SIGHUP, whose default is to end the process, from
-// stopping the gateway: systemd's reload and a closed terminal send it.
-// Reloading the configuration is not supported yet, so each one is logged
-// at warn level, saying that a restart applies a changed configuration.
-// The returned func stops listening and waits for the goroutine that logs.
-func ignoreHangups(log *slog.Logger) (stop func()) {
+// hangups takes SIGHUP, whose default is to end the process, from the
+// start: systemd's reload and a closed terminal send it. Until the
+// gateway is ready a hangup is logged and dropped; then each one runs the
+// reload it was given, one at a time.
+type hangups struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	// reload is what a hangup does; nil until the gateway is ready.
+	reload func()
+}
+
+// takeHangups starts taking SIGHUP. The returned func stops taking it and
+// waits for a reload in progress.
+func takeHangups(log *slog.Logger) (*hangups, func()) {
+	h := &hangups{log: log}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -239,13 +255,46 @@ func ignoreHangups(log *slog.Logger) (stop func()) {
 			case <-done:
 				return
 			case <-hup:
-				log.Warn("configuration reload is not supported yet; a restart applies a changed configuration", "signal", "SIGHUP")
+				h.mu.Lock()
+				fn := h.reload
+				h.mu.Unlock()
+				if fn == nil {
+					log.Warn("SIGHUP before the gateway is ready: nothing reloaded", "signal", "SIGHUP")
+					continue
+				}
+				fn()
 			}
 		}
 	})
-	return func() {
+	return h, func() {
 		signal.Stop(hup)
 		close(done)
 		wg.Wait()
+	}
+}
+
+// onReady sets what a hangup does.
+func (h *hangups) onReady(fn func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reload = fn
+}
+
+// reloader reads the configuration file again on each hangup and puts in
+// force what can change live; a file that does not load changes nothing
+// and its errors are logged with their file and line.
+func reloader(ctx context.Context, log *slog.Logger, eng *runtime.Engine, running *gateway.Built) func() {
+	return func() {
+		log.Info("reloading the configuration", "config", running.File)
+		next, restart, err := gateway.Reload(ctx, eng, running)
+		if err != nil {
+			log.Error("configuration not reloaded; the one in force stays", "error", err)
+			return
+		}
+		running = next
+		log.Info("configuration reloaded", "config", running.File)
+		if len(restart) > 0 {
+			log.Warn("changed sections wait for a restart", "sections", strings.Join(restart, ", "))
+		}
 	}
 }

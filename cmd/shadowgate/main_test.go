@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,16 +67,19 @@ func TestDemoLoginMatchesTheDemoConfiguration(t *testing.T) {
 	}
 }
 
-// SIGHUP does not stop serve: it logs that reload is not supported yet,
-// and the gateway still answers; SIGTERM then stops it cleanly.
-func TestHangupKeepsTheGatewayRunning(t *testing.T) {
+// SIGHUP reloads the configuration file: one that does not load changes
+// nothing and its error names the line; a valid one is put in force and
+// journaled; the gateway answers throughout, and SIGTERM then stops it
+// cleanly.
+func TestHangupReloadsTheConfiguration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := shadowgateBinary(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "hup.yaml")
-	if err := os.WriteFile(config, []byte(crashConfig(dir, "", "1h")), 0o600); err != nil {
+	good := crashConfig(dir, "", "1h")
+	if err := os.WriteFile(config, []byte(good), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g := startGateway(t, bin, config)
@@ -85,11 +89,25 @@ func TestHangupKeepsTheGatewayRunning(t *testing.T) {
 		t.Fatalf("no address in %s", line)
 	}
 	base := "http://" + m[1]
-	for range 2 {
-		if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-		g.await(t, "the hangup to be logged", has("level=WARN", "configuration reload is not supported yet", "signal=SIGHUP"))
+	// A file that does not load: nothing changes, the error names the line.
+	if err := os.WriteFile(config, []byte(good+"surprise: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	g.await(t, "the bad file refused", has("level=ERROR", "configuration not reloaded", `unknown key \"surprise\"`, "hup.yaml:"))
+	// A valid file with a new rule: journaled and in force.
+	withRule := strings.Replace(good, "rules:\n", "rules:\n  - {id: heat-ok, principal: \"schedule:heat\", device: heater-1, capability: \"on\", decision: allow}\n", 1)
+	if err := os.WriteFile(config, []byte(withRule), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	g.await(t, "the change journaled", has("msg=config_changed", "rule heat-ok added"))
+	if !slices.ContainsFunc(g.all, has(`msg="configuration reloaded"`)) {
+		g.await(t, "the reload logged", has(`msg="configuration reloaded"`))
 	}
 	resp, err := http.Get(base + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {

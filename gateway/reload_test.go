@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+const reloadConfig = `gateway: {id: reload}
+mode: supervised
+mqtt: {listen: "127.0.0.1:0"}
+web: {enabled: false}
+drivers: [{name: sim, type: sim}]
+devices:
+  - id: valve-1
+    driver: sim
+    address: valve
+    capabilities:
+      - {name: open, kind: actuator, type: bool, read_back: true, effects: {reversible: true, contained: true}, confirm: {read_back: true, within: 2s}}
+rules: []
+`
+
+// TestReloadPutsANewRuleInForce: a reload with a new rule makes the next
+// command act without asking; a file that does not load changes nothing;
+// a changed listener waits for a restart and is named.
+func TestReloadPutsANewRuleInForce(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gw.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(strings.Replace(reloadConfig, "gateway: {id: reload}", "gateway: {id: reload, state_dir: "+filepath.Join(dir, "state")+"}", 1))
+	b, err := LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan *runtime.Engine, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.DiscardHandler), Notice: &strings.Builder{},
+			Ready: func(p Parts) { ready <- p.Engine }})
+	}()
+	defer func() { cancel(); <-done }()
+	var e *runtime.Engine
+	select {
+	case e = <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	do := func(id string) runtime.Observation {
+		t.Helper()
+		obs, err := e.Do(ctx, runtime.Command{Principal: "test:alice", Origin: "test", RequestID: id, Device: "valve-1", Capability: "open", Value: value.Bool(id != "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obs
+	}
+	obs := do("1")
+	if obs.Kind != runtime.ApprovalRequest {
+		t.Fatalf("before the reload = %+v, want an approval request", obs)
+	}
+	if _, err := e.Answer(ctx, obs.Approval.ID, runtime.Answer{By: "test:bob", Decision: runtime.Deny, Reason: "not now"}); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(file)
+	// A file that does not load: nothing changes.
+	write(string(raw) + "surprise: 1\n")
+	if _, _, err := Reload(ctx, e, b); err == nil || !strings.Contains(err.Error(), "gw.yaml:") || !strings.Contains(err.Error(), `"surprise"`) {
+		t.Fatalf("reload of a bad file = %v, want the file and line", err)
+	}
+	// A new rule, and a new broker address.
+	next := strings.Replace(string(raw), "rules: []", `rules: [{id: valve-ok, principal: "test:*", device: valve-1, capability: open, decision: allow}]`, 1)
+	next = strings.Replace(next, `mqtt: {listen: "127.0.0.1:0"}`, `mqtt: {listen: "127.0.0.1:1"}`, 1)
+	write(next)
+	nb, restart, err := Reload(ctx, e, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(restart, ",") != "mqtt" {
+		t.Fatalf("sections waiting for a restart = %q, want mqtt", restart)
+	}
+	if nb.MQTT.Listen != b.MQTT.Listen {
+		t.Fatal("the reload took a listener that waits for a restart")
+	}
+	if obs := do("2"); obs.Kind != runtime.Acted {
+		t.Fatalf("after the reload = %+v, want acted under the new rule", obs)
+	}
+	evs, _ := e.Events(ctx, 0, 0)
+	found := false
+	for _, ev := range evs {
+		found = found || ev.Kind == runtime.KindConfigChanged && strings.Contains(string(ev.Body), "rule valve-ok added") &&
+			strings.Contains(string(ev.Body), `"restart":["mqtt"]`)
+	}
+	if !found {
+		t.Fatal("no config_changed event naming the rule and the section waiting for a restart")
+	}
+}
