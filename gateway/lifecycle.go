@@ -245,6 +245,7 @@ func (g *instance) webOptions() web.Options {
 	if g.db != nil {
 		wo.Sessions = g.db.Sessions()
 		wo.Verify = g.db.Verify
+		wo.Backup = g.db.Backup
 	} else {
 		wo.Sessions = newMemSessions()
 	}

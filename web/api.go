@@ -55,6 +55,7 @@ func (s *Server) routes() {
 	api.GET("/locks", s.apiLocks, viewer)
 	api.POST("/attempts/:id/resolve", s.apiResolve, admin)
 	api.GET("/journal/verify", s.apiVerify, viewer)
+	api.GET("/journal/backup", s.apiBackup, admin)
 }
 
 // bind decodes a JSON body strictly, naming what is wrong: a body that is
@@ -695,6 +696,24 @@ func (s *Server) apiVerify(c echo.Context) error {
 		return s.internal(c, http.StatusServiceUnavailable, "the journal cannot be checked", err)
 	}
 	return c.JSON(http.StatusOK, rep)
+}
+
+// apiBackup streams a consistent copy of the journal file, for
+// `shadowgate journal backup` while the gateway holds it. The copy holds
+// everything the journal does, so only an admin takes it.
+func (s *Server) apiBackup(c echo.Context) error {
+	if s.opts.Backup == nil {
+		return problem(http.StatusServiceUnavailable, "the journal cannot be backed up: it is not open")
+	}
+	c.Response().Header().Set(echo.HeaderContentType, "application/octet-stream")
+	c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="shadowgate.db"`)
+	c.Response().WriteHeader(http.StatusOK)
+	if _, err := s.opts.Backup(c.Response()); err != nil {
+		// The status is sent: the client sees a short copy, which does
+		// not verify; the log says why.
+		s.opts.Logger.Error("journal backup through the API failed", "error", err)
+	}
+	return nil
 }
 
 // engineError is what a client is told of an error from the engine that

@@ -25,6 +25,7 @@
 package web
 
 import (
+	"io"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -78,6 +79,9 @@ type Options struct {
 	MaxRuleTTL time.Duration
 	// Verify checks the journal's chain; nil means it cannot be checked.
 	Verify func(context.Context) (store.Report, error)
+	// Backup writes a consistent copy of the journal file; nil means none
+	// can be taken.
+	Backup func(w io.Writer) (int64, error)
 	// Stats, if set, are shown on the overview and as metrics.
 	MQTTStats   func() MQTTStats
 	UplinkStats func() UplinkStats

@@ -23,7 +23,7 @@ import (
 	"github.com/shadowgate/shadowgate/store"
 )
 
-const journalUsage = `usage: shadowgate journal <verify|export|tail> [flags]
+const journalUsage = `usage: shadowgate journal <verify|export|tail|backup|restore> [flags]
 
   verify [--state-dir D | --config F | --file DB] [--key PUB [--checkpoint NOTE]]
                                                       walk the hash chain and check every record
@@ -34,6 +34,10 @@ const journalUsage = `usage: shadowgate journal <verify|export|tail> [flags]
   export [--state-dir D | --config F] [--since N] [--kind K[,K]] [--device ID]
                                                       write events as JSON Lines
   tail   [--state-dir D | --config F] [-n N] [-f]     print the newest events; -f follows
+  backup [flags] FILE                                 a consistent, verified copy, taken while
+                                                      the gateway runs or not
+  restore [--state-dir D | --config F] FILE           put a verified copy in place; refused while
+                                                      a gateway holds the state directory
 
 The state directory defaults to /var/lib/shadowgate. The journal file is
 read while no gateway holds it. While one does, the commands go through
@@ -46,6 +50,12 @@ func journalCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, journalUsage)
 		return exitUsage
+	}
+	switch args[0] {
+	case "backup":
+		return journalBackup(args[1:], stdin, stdout, stderr)
+	case "restore":
+		return journalRestore(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("journal "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)

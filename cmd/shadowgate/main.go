@@ -2,7 +2,7 @@
 //
 //	shadowgate serve [--config F | --demo[=fixtures]]   run the gateway
 //	shadowgate check --config F              check a configuration
-//	shadowgate journal verify|export|tail    read the journal
+//	shadowgate journal verify|export|tail|backup|restore   read, copy and restore the journal
 //	shadowgate approvals list|approve|deny   answer approvals through the API
 //	shadowgate opcua trust|browse URL        an OPC-UA server's certificate and nodes
 //	shadowgate hash-password | hash-token    make secrets for the configuration
@@ -58,7 +58,7 @@ const usage = `usage: shadowgate <command> [flags]
 commands:
   serve [--config F | --demo[=fixtures]] [--log-level L]   run the gateway
   check --config F                              check a configuration and exit
-  journal verify|export|tail [flags]            read the journal (shadowgate journal help)
+  journal verify|export|tail|backup|restore     read, copy and restore the journal (shadowgate journal help)
   approvals list|approve|deny [flags]           answer approvals through the API
   opcua trust|browse URL [NODE]                 an OPC-UA server's certificate and address space
   hash-password                                 bcrypt a password read from standard input
@@ -162,13 +162,15 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shadowgate serve: --log-level %q: want debug, info, warn or error\n", *level)
 		return exitUsage
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	log := slog.New(logHandler(stderr, lv))
 	// The signals are taken before anything else: a SIGHUP from a
 	// supervisor just after the start must not end the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup, stopHangups := takeHangups(log)
 	defer stopHangups()
+	sd := startNotify(ctx, log)
+	defer sd.close()
 	cfg, fixtures, err := load(*configPath, demo)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -185,9 +187,9 @@ func serve(args []string, stderr io.Writer) int {
 	// told, and a supervisor or a person may use it.
 	ready := func(p gateway.Parts) {
 		if demo == "" {
-			hup.onReady(reloader(ctx, log, p.Engine, cfg))
+			hup.onReady(sd.reloads(reloader(ctx, log, p.Engine, cfg)))
 		} else {
-			hup.onReady(func() { log.Warn("the demo's configuration is embedded: nothing to reload", "signal", "SIGHUP") })
+			hup.onReady(sd.reloads(func() { log.Warn("the demo's configuration is embedded: nothing to reload", "signal", "SIGHUP") }))
 		}
 		attrs := []any{"version", version, "mode", p.Engine.Mode(ctx).Name}
 		if p.Web != nil {
@@ -197,6 +199,7 @@ func serve(args []string, stderr io.Writer) int {
 			attrs = append(attrs, "mqtt", p.MQTT.Addr("tcp"))
 		}
 		log.Info("gateway ready", attrs...)
+		sd.ready(p.Engine, cfg.Devices)
 		switch demo {
 		case "":
 			return

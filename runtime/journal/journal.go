@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -1071,4 +1072,20 @@ func (j *DB) recoverCorrupt(err *error) {
 	if p := recover(); p != nil {
 		*err = &CorruptError{Path: j.path, Err: fmt.Errorf("bbolt stopped on a damaged page: %v", p)}
 	}
+}
+
+// Backup writes a consistent copy of the journal file to w while it is in
+// use: one read transaction sees the file as of one commit, and writers
+// go on meanwhile. The copy is a journal file that Open and Verify take.
+func (d *DB) Backup(w io.Writer) (int64, error) {
+	var n int64
+	err := d.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("backing up the journal: %w", err)
+	}
+	return n, nil
 }
