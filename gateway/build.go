@@ -281,9 +281,9 @@ func (c *checker) build(cfg *Config) *Built {
 	b.CommandLease = c.lease(path{"leases", "command"}, cfg.Leases.Command, runtime.Lease{MaxSteps: 1, MaxActuations: 1, MaxWall: 15 * time.Minute})
 
 	entries, drivers := c.drivers(cfg.Drivers)
-	if len(cfg.Devices) == 0 {
-		c.errf(path{}, "no devices are configured")
-	}
+	// No devices is a gateway with nothing attached yet (a fresh
+	// package): it serves, and everything asked of it fails, naming the
+	// device it does not have.
 	c.caps = map[string]devices.Capability{}
 	var at []path               // where each of b.Devices is in the file
 	shared := map[string]bool{} // drivers whose devices may share an address
