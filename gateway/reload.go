@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -43,19 +44,27 @@ func Reload(ctx context.Context, eng *runtime.Engine, running *Built) (*Built, [
 	if err != nil {
 		return running, nil, err
 	}
+	// A device that is still registered keeps its governance until the
+	// restart that removes it: a file that drops a device (or renames a
+	// capability) must not leave the running one without its interlocks.
+	policies := maps.Clone(next.Policies)
+	if policies == nil {
+		policies = map[string]runtime.CapPolicy{}
+	}
+	for k, p := range running.Policies {
+		if _, ok := policies[k]; !ok && slices.Contains(restart, "devices") {
+			policies[k] = p
+		}
+	}
 	sum := sha256.Sum256(data)
 	body := runtime.ConfigChangedBody{File: running.File, Digest: hex.EncodeToString(sum[:]), By: "reload", Restart: restart}
-	if err := eng.Reload(ctx, runtime.Config{Policies: next.Policies, Modes: next.Modes, Rules: next.Rules, Plans: next.Plans}, body); err != nil {
+	if err := eng.Reload(ctx, runtime.Config{Policies: policies, Modes: next.Modes, Rules: next.Rules, Plans: next.Plans}, body); err != nil {
 		return running, nil, err
 	}
-	// What waits for a restart stays as it runs: the next reload compares
-	// with what is in force.
-	kept := *next
-	if len(restart) > 0 {
-		kept = *running
-		kept.Policies, kept.Modes, kept.Rules, kept.Plans = next.Policies, next.Modes, next.Rules, next.Plans
-		kept.raw = next.raw
-	}
+	// Everything else stays as it was started: the next reload compares
+	// with what runs, so what waits for a restart is named again.
+	kept := *running
+	kept.Policies, kept.Modes, kept.Rules, kept.Plans = policies, next.Modes, next.Rules, next.Plans
 	return &kept, restart, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,6 +96,12 @@ func TestReloadPutsANewRuleInForce(t *testing.T) {
 	if obs := do("2"); obs.Kind != runtime.Acted {
 		t.Fatalf("after the reload = %+v, want acted under the new rule", obs)
 	}
+	// The same file again: the listener still waits for a restart, and the
+	// gateway still runs the one it started with.
+	nb2, restart, err := Reload(ctx, e, nb)
+	if err != nil || strings.Join(restart, ",") != "mqtt" || nb2.MQTT.Listen != b.MQTT.Listen {
+		t.Fatalf("a second reload = %q, %v (listen %s); want mqtt still waiting", restart, err, nb2.MQTT.Listen)
+	}
 	evs, _ := e.Events(ctx, 0, 0)
 	found := false
 	for _, ev := range evs {
@@ -103,5 +110,52 @@ func TestReloadPutsANewRuleInForce(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no config_changed event naming the rule and the section waiting for a restart")
+	}
+}
+
+// TestReloadKeepsTheGovernanceOfARunningDevice: a file that drops a device
+// waits for a restart to remove it, and until then the device keeps its
+// envelope: it is never left without its governance.
+func TestReloadKeepsTheGovernanceOfARunningDevice(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gw.yaml")
+	cfg := `gateway: {id: reload, state_dir: ` + filepath.Join(dir, "state") + `}
+mode: supervised
+mqtt: {enabled: false}
+web: {enabled: false}
+drivers: [{name: sim, type: sim}]
+devices:
+  - id: valve-1
+    driver: sim
+    address: valve
+    capabilities:
+      - {name: open, kind: actuator, type: bool, read_back: true, effects: {reversible: true, contained: true}, envelope: {allowed: [false]}}
+`
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan *runtime.Engine, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.DiscardHandler), Notice: &strings.Builder{},
+			Ready: func(p Parts) { ready <- p.Engine }})
+	}()
+	defer func() { cancel(); <-done }()
+	e := <-ready
+	if err := os.WriteFile(file, []byte(cfg[:strings.Index(cfg, "devices:")]+"devices: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, restart, err := Reload(ctx, e, b)
+	if err != nil || !slices.Contains(restart, "devices") {
+		t.Fatalf("reload dropping the valve = %q, %v; want devices waiting for a restart", restart, err)
+	}
+	obs, err := e.Do(ctx, runtime.Command{Principal: "test:alice", Origin: "test", RequestID: "1", Device: "valve-1", Capability: "open", Value: value.Bool(true)})
+	if err != nil || obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "allowed") {
+		t.Fatalf("a write outside the envelope after the reload = %+v, %v; want refused by the envelope it keeps", obs, err)
 	}
 }

@@ -25,11 +25,11 @@
 package web
 
 import (
-	"io"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
