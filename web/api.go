@@ -705,6 +705,13 @@ func (s *Server) apiBackup(c echo.Context) error {
 	if s.opts.Backup == nil {
 		return problem(http.StatusServiceUnavailable, "the journal cannot be backed up: it is not open")
 	}
+	// One at a time: each takes a copy the size of the journal beside it.
+	if !s.backingUp.TryLock() {
+		return problem(http.StatusConflict, "a backup is being taken; try again when it is done")
+	}
+	defer s.backingUp.Unlock()
+	// A reader that stops reading is given up on, not waited for.
+	_ = http.NewResponseController(c.Response().Writer).SetWriteDeadline(time.Now().Add(15 * time.Minute))
 	c.Response().Header().Set(echo.HeaderContentType, "application/octet-stream")
 	c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="shadowgate.db"`)
 	c.Response().WriteHeader(http.StatusOK)

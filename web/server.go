@@ -108,12 +108,14 @@ type UplinkStats struct {
 
 // Server is the HTTP surface.
 type Server struct {
-	opts    Options
-	eng     *runtime.Engine
-	e       *echo.Echo
-	log     *slog.Logger
-	limiter *access.Limiter
-	pages   *pages
+	opts Options
+	eng  *runtime.Engine
+	// backingUp is held while a journal backup is streamed.
+	backingUp sync.Mutex
+	e         *echo.Echo
+	log       *slog.Logger
+	limiter   *access.Limiter
+	pages     *pages
 
 	// mu guards bye, ln, serving and closed.
 	mu      sync.Mutex

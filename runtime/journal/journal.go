@@ -1075,15 +1075,30 @@ func (j *DB) recoverCorrupt(err *error) {
 }
 
 // Backup writes a consistent copy of the journal file to w while it is in
-// use: one read transaction sees the file as of one commit, and writers
-// go on meanwhile. The copy is a journal file that Open and Verify take.
+// use. The copy is taken first to a file beside the journal, in one read
+// transaction as short as the local disk allows, and w is written from
+// that file after the transaction ended: a slow or stalled reader never
+// holds a transaction open, which would hold up the writer when the file
+// grows and keep freed pages from being reused. The copy is a journal
+// file that Open and Verify take.
 func (d *DB) Backup(w io.Writer) (int64, error) {
-	var n int64
-	err := d.db.View(func(tx *bolt.Tx) error {
-		var err error
-		n, err = tx.WriteTo(w)
+	tmp, err := os.CreateTemp(filepath.Dir(d.path), ".backup-*")
+	if err != nil {
+		return 0, fmt.Errorf("backing up the journal: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	err = d.db.View(func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(tmp)
 		return err
 	})
+	if err != nil {
+		return 0, fmt.Errorf("backing up the journal: %w", err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("backing up the journal: %w", err)
+	}
+	n, err := io.Copy(w, tmp)
 	if err != nil {
 		return n, fmt.Errorf("backing up the journal: %w", err)
 	}
