@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/shadowgate/shadowgate/runtime/journal"
@@ -124,38 +125,92 @@ func journalRestore(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	path := journal.Path(dir)
-	if holder := heldBy(path); holder != nil {
-		fmt.Fprintf(stderr, "shadowgate journal restore: %v; stop the gateway first (systemctl stop shadowgate)\n", holder)
+	// The state directory is held for the whole restore: a gateway that
+	// starts meanwhile (systemd restarting it) waits, or fails, and never
+	// opens the journal being replaced.
+	var lock *journal.DB
+	var err error
+	if _, serr := os.Stat(path); serr == nil {
+		lock, err = journal.Open(path, journal.Options{ReadOnly: true, LockTimeout: 300 * time.Millisecond})
+	}
+	var le *journal.LockedError
+	switch {
+	case errors.As(err, &le):
+		fmt.Fprintf(stderr, "shadowgate journal restore: %v (systemctl stop shadowgate)\n", le)
 		return exitRefused
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		fmt.Fprintln(stderr, "shadowgate journal restore:", err)
+		return exitUnavailable
 	}
 	if code := verifyCopy(from, stdout, stderr); code != exitOK {
+		if lock != nil {
+			_ = lock.Close()
+		}
 		fmt.Fprintf(stderr, "shadowgate journal restore: %s does not verify; nothing was changed\n", from)
 		return code
 	}
-	b, err := os.ReadFile(from)
-	if err != nil {
+	code = replaceJournal(path, from, lock, stdout, stderr)
+	return code
+}
+
+// replaceJournal copies from to path, owned as the state directory is (a
+// restore run as root must leave a file the service user can open), synced
+// before it replaces anything, and keeps the journal it replaces beside
+// it. lock, if not nil, is the replaced journal held open, closed only
+// once the new one is in place.
+func replaceJournal(path, from string, lock *journal.DB, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		if lock != nil {
+			_ = lock.Close()
+		}
 		fmt.Fprintln(stderr, "shadowgate journal restore:", err)
 		return exitUnavailable
 	}
+	src, err := os.Open(from)
+	if err != nil {
+		return fail(err)
+	}
+	defer src.Close()
 	tmp := path + ".restoring"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		fmt.Fprintln(stderr, "shadowgate journal restore:", err)
-		return exitUnavailable
+	dst, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	_, err = io.Copy(dst, src)
+	if err == nil {
+		err = chownLike(dst, filepath.Dir(path))
+	}
+	if err == nil {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fail(err)
 	}
 	if _, err := os.Stat(path); err == nil {
 		kept := path + ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
 		if err := os.Rename(path, kept); err != nil {
 			_ = os.Remove(tmp)
-			fmt.Fprintln(stderr, "shadowgate journal restore:", err)
-			return exitUnavailable
+			return fail(err)
 		}
 		fmt.Fprintf(stdout, "the journal it replaces is kept as %s\n", kept)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		fmt.Fprintln(stderr, "shadowgate journal restore:", err)
-		return exitUnavailable
+		return fail(err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync() // the renames themselves survive a power cut
+		_ = d.Close()
+	}
+	if lock != nil {
+		_ = lock.Close()
 	}
 	fmt.Fprintf(stdout, "restored %s from %s\n", path, from)
+	fmt.Fprintln(stdout, "what was journaled after the copy was taken (acts, approvals, rules, locks) is not in it;",
+		"the signing key journal.key and the first admin's hash stay as they are in the state directory")
 	return exitOK
 }
 
@@ -185,4 +240,21 @@ func (a *apiClient) download(path string, w io.Writer) (int64, error) {
 		return 0, fmt.Errorf("the gateway answered %s: %s", resp.Status, body)
 	}
 	return io.Copy(w, resp.Body)
+}
+
+// chownLike gives f the owner and group of dir, when they differ from its
+// own (a restore run as root in a directory the service user owns).
+func chownLike(f *os.File, dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if err := f.Chown(int(sys.Uid), int(sys.Gid)); err != nil && !errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("giving the restored journal the state directory's owner: %w", err)
+	}
+	return nil
 }

@@ -104,7 +104,7 @@ devices:
 	}
 	// A restore is refused while the gateway holds the state directory.
 	restore := exec.Command(bin, "journal", "restore", "--state-dir", state, copyFile)
-	if out, err := restore.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("stop the gateway first")) {
+	if out, err := restore.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("stop it first (systemctl stop shadowgate)")) {
 		t.Fatalf("journal restore while the gateway runs: %v\n%s", err, out)
 	}
 	if err := g.cmd.Process.Signal(os.Interrupt); err != nil {
