@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -63,5 +64,25 @@ func TestBackupDoesNotHoldUpTheWriter(t *testing.T) {
 	rep, err := c.Verify(context.Background())
 	if err != nil || !rep.OK || rep.Count < 20 {
 		t.Fatalf("the copy verifies as %+v, %v; want at least the 20 events committed before the backup", rep, err)
+	}
+}
+
+// TestWedgedWriterIsNotHealthy: what waits for the writer longer than a
+// disk should take makes Err report the journal stalled.
+func TestWedgedWriterIsNotHealthy(t *testing.T) {
+	j := open(t, tempPath(t), Options{})
+	if err := j.Err(); err != nil {
+		t.Fatal(err)
+	}
+	j.mu.Lock()
+	j.queue = append(j.queue, item{})
+	j.queueFrom = time.Now().Add(-time.Minute)
+	j.mu.Unlock()
+	err := j.Err()
+	j.mu.Lock()
+	j.queue = j.queue[:0] // nothing to write at Close
+	j.mu.Unlock()
+	if !errors.Is(err, ErrStalled) {
+		t.Fatalf("Err with an item waiting a minute = %v, want ErrStalled", err)
 	}
 }

@@ -718,8 +718,27 @@ func (j *DB) Err() error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.errLocked()
+	if err := j.errLocked(); err != nil {
+		return err
+	}
+	// A writer that has written nothing of what waits for longer than any
+	// disk should take is wedged: the journal cannot witness, and the
+	// gateway says so (its watchdog pings stop) rather than look healthy
+	// while every step waits.
+	if len(j.queue) > 0 {
+		if waited := time.Since(j.queueFrom); waited > stallAfter {
+			return fmt.Errorf("the journal's writer has written nothing for %s: %w", waited.Round(time.Second), ErrStalled)
+		}
+	}
+	return nil
 }
+
+// stallAfter is how long what waits for the writer may wait before the
+// journal is taken for wedged.
+const stallAfter = 30 * time.Second
+
+// ErrStalled is wrapped by Err while the journal's writer is wedged.
+var ErrStalled = errors.New("the journal's writer is stalled")
 
 // Stats returns the write counters.
 func (j *DB) Stats() Stats {
