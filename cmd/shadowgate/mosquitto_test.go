@@ -21,20 +21,36 @@ import (
 	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 )
 
-// needTool returns the path of a program the test needs, skipping without
-// it unless SHADOWGATE_E2E=1 demands it.
+// needTool returns the path of a program of the mosquitto packages the
+// test needs, skipping without it unless SHADOWGATE_E2E=1 demands it.
 func needTool(t *testing.T, name string) string {
 	t.Helper()
-	for _, p := range []string{name, "/usr/sbin/" + name, "/usr/bin/" + name} {
+	return needToolFrom(t, name, "mosquitto mosquitto-clients", "/usr/sbin")
+}
+
+// needToolFrom returns the path of a program the test needs, looked for
+// on PATH and in dirs, skipping without it (saying which Debian packages
+// bring it) unless SHADOWGATE_E2E=1 demands it.
+func needToolFrom(t *testing.T, name, packages string, dirs ...string) string {
+	t.Helper()
+	for _, p := range append([]string{name, "/usr/bin/" + name}, mapJoin(dirs, name)...) {
 		if path, err := exec.LookPath(p); err == nil {
 			return path
 		}
 	}
 	if os.Getenv("SHADOWGATE_E2E") == "1" {
-		t.Fatalf("%s is not installed, and SHADOWGATE_E2E=1 needs this test to run (apt-get install mosquitto mosquitto-clients)", name)
+		t.Fatalf("%s is not installed, and SHADOWGATE_E2E=1 needs this test to run (apt-get install %s)", name, packages)
 	}
-	t.Skipf("%s is not installed (apt-get install mosquitto mosquitto-clients); skipping", name)
+	t.Skipf("%s is not installed (apt-get install %s); skipping", name, packages)
 	return ""
+}
+
+func mapJoin(dirs []string, name string) []string {
+	out := make([]string, len(dirs))
+	for i, d := range dirs {
+		out[i] = d + "/" + name
+	}
+	return out
 }
 
 func freePort(t *testing.T) int {

@@ -60,16 +60,7 @@ var qemuTargets = []qemuTarget{
 // without it unless SHADOWGATE_E2E=1 demands it.
 func needEmulator(t *testing.T, name string) string {
 	t.Helper()
-	for _, p := range []string{name, "/usr/bin/" + name, "/usr/libexec/qemu-binfmt/" + name} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("SHADOWGATE_E2E") == "1" {
-		t.Fatalf("%s is not installed, and SHADOWGATE_E2E=1 needs this test to run (apt-get install qemu-user-static)", name)
-	}
-	t.Skipf("%s is not installed (apt-get install qemu-user-static); skipping", name)
-	return ""
+	return needToolFrom(t, name, "qemu-user-static", "/usr/libexec/qemu-binfmt")
 }
 
 // crossBuild builds shadowgate for a target as the Makefile does (static,
