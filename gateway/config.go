@@ -309,32 +309,6 @@ type LeaseConfig struct {
 	MaxActuations int    `yaml:"max_actuations"`
 }
 
-// PlanConfig is a named plan.
-type PlanConfig struct {
-	Name      string       `yaml:"name"`
-	Every     string       `yaml:"every"`
-	OnFailure string       `yaml:"on_failure"`
-	Lease     LeaseConfig  `yaml:"lease"`
-	Steps     []StepConfig `yaml:"steps"`
-}
-
-// StepConfig is one plan step: exactly one of read, write, wait, expect.
-type StepConfig struct {
-	Read   string        `yaml:"read"`
-	Write  string        `yaml:"write"`
-	Value  yaml.Node     `yaml:"value"`
-	Wait   string        `yaml:"wait"`
-	Expect *ExpectConfig `yaml:"expect"`
-}
-
-// ExpectConfig is a condition a plan waits for.
-type ExpectConfig struct {
-	Sensor string    `yaml:"sensor"`
-	Op     string    `yaml:"op"`
-	Value  yaml.Node `yaml:"value"`
-	Within string    `yaml:"within"`
-}
-
 // ConfigError is one problem in a configuration file, with where it is.
 type ConfigError struct {
 	File string

@@ -128,8 +128,7 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	}
 	e.setReceipt(target, *rc)
 	if rc.Confirmation == Contradicted {
-		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: base.Run, Step: w.step, Device: w.device},
-			AlarmBody{Device: w.device, Capability: w.capability, Why: rc.Detail, Attempt: a.ID}, nil)
+		e.raise(ctx, AlarmDiscrepancy, w.device, w.capability, rc.Detail, a.ID)
 		e.log.Warn("actuation contradicted", "device_id", w.device, "capability", w.capability, "detail", rc.Detail)
 	}
 	base.Kind, base.Receipt = Acted, rc

@@ -129,14 +129,6 @@ type ClosedBody struct {
 	Why        string         `json:"why"`
 }
 
-// AlarmBody is the body of an alarm event.
-type AlarmBody struct {
-	Attempt    string `json:"attempt,omitempty"`
-	Capability string `json:"capability"`
-	Device     string `json:"device"`
-	Why        string `json:"why"`
-}
-
 // ModeChangedBody is the body of a mode_changed event. Expires is zero
 // for a mode without a time limit.
 type ModeChangedBody struct {

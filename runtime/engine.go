@@ -54,6 +54,11 @@ type Options struct {
 	// OnStep, if set, is told the outcome and duration of every read and
 	// write step, for metrics. It must not block.
 	OnStep func(ObservationKind, time.Duration)
+	// AlarmClasses sets the priority and latching of alarms by kind;
+	// a kind left out has its DefaultAlarmClasses entry.
+	AlarmClasses map[AlarmKind]AlarmClass
+	// MaxShelve bounds how long an admin may shelve an alarm. Default 8h.
+	MaxShelve time.Duration
 	// Person names the person behind a principal, so that four-eyes counts
 	// people, not the surfaces they come through: "mqtt:ann" and
 	// "console:ann" are one person. It must be pure and fast; it is called
@@ -105,6 +110,7 @@ type Engine struct {
 	cfg       atomic.Pointer[config]
 	facts     facts
 	links     links
+	alarms    alarms
 	bus       bus
 	unhealthy atomic.Pointer[string]
 
@@ -136,8 +142,10 @@ type Engine struct {
 	// unknown: every write to the actuator is refused until it is
 	// reconciled by a read-back or resolved by an admin.
 	locked map[string]Attempt
-	// restoredSeq is the newest sequence in the journal at start.
+	// restoredSeq is the newest sequence in the journal at start, and
+	// restoredAt the time of that event.
 	restoredSeq uint64
+	restoredAt  time.Time
 	// receipts holds the latest receipt of each actuator.
 	receipts map[string]Receipt
 }
@@ -172,6 +180,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		locked:    map[string]Attempt{},
 		receipts:  map[string]Receipt{},
 	}
+	e.alarms.m = map[string]*Alarm{}
 	e.bus.ch = make(chan struct{})
 	if n, ok := opts.Journal.(notifier); ok {
 		n.Notify(e.bus.publish)
@@ -232,6 +241,9 @@ func setDefaults(o *Options) {
 	}
 	if o.DriverTimeout <= 0 {
 		o.DriverTimeout = 5 * time.Second
+	}
+	if o.MaxShelve <= 0 {
+		o.MaxShelve = 8 * time.Hour
 	}
 	if o.CommandLease == (Lease{}) {
 		o.CommandLease = Lease{MaxSteps: 1, MaxActuations: 1, MaxWall: 15 * time.Minute}
@@ -309,27 +321,6 @@ func (e *Engine) poll(ctx context.Context, device, capability string, every time
 	}
 }
 
-// schedule starts plan p every p.Every, skipping a tick while a run of it
-// is still going.
-func (e *Engine) schedule(ctx context.Context, p *Plan) {
-	t := time.NewTicker(p.Every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if e.planActive(p.Name) {
-			e.log.Debug("scheduled run skipped", "plan", p.Name, "why", "a run is still going")
-			continue
-		}
-		if _, err := e.StartPlan(ctx, StartPlan{Plan: p.Name, Principal: "schedule:" + p.Name, Origin: "schedule"}); err != nil {
-			e.log.Warn("scheduled run not started", "plan", p.Name, "error", err)
-		}
-	}
-}
-
 // sweep expires pending mode-change approvals and an expired mode, and
 // looks at the registry, so a device that vanished is noticed within a
 // second even when no step runs and its driver does not tell.
@@ -345,6 +336,7 @@ func (e *Engine) sweep(ctx context.Context) {
 		e.refresh(ctx)
 		e.currentMode(ctx)
 		e.expireModeApprovals(ctx)
+		e.unshelveExpired(ctx)
 	}
 }
 

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Journal is the durable witness of everything the engine decides: the
@@ -45,12 +46,17 @@ type Entry struct {
 	// State updates the last known state of a capability: its reading, its
 	// receipt, or both, whichever is set.
 	State *StateRecord
+	// Alarm updates an alarm's record.
+	Alarm *Alarm
 }
 
 // Snapshot is the folded state a journal holds: what a start needs to
 // carry on where the last one stopped.
 type Snapshot struct {
 	LastSeq uint64
+	// LastAt is the time of the newest event: until then, at least, the
+	// gateway was running.
+	LastAt time.Time
 	// Approvals holds the pending approvals.
 	Approvals []Approval
 	// Rules holds the rules not revoked.
@@ -62,6 +68,8 @@ type Snapshot struct {
 	Mode *ModeRecord
 	// States holds the last known state of every capability.
 	States []StateRecord
+	// Alarms holds every alarm's record, those back to normal included.
+	Alarms []Alarm
 }
 
 // Errors of the journal.

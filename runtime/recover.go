@@ -48,6 +48,12 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	for _, r := range snap.Rules {
 		e.rules[r.Rule.ID] = r
 	}
+	e.alarms.mu.Lock()
+	for _, a := range snap.Alarms {
+		e.alarms.m[a.ID] = &a
+	}
+	e.alarms.mu.Unlock()
+	e.restoredAt = snap.LastAt
 	for _, st := range snap.States {
 		if st.Reading != nil {
 			e.facts.put(ref(st.Device, st.Capability), *st.Reading)
@@ -132,10 +138,7 @@ func (e *Engine) recoverAttempt(ctx context.Context, a Attempt) {
 	// Locked even if the journal could not record it: fail closed.
 	e.lockTarget(target, a)
 	if err == nil {
-		_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: a.Run, Step: a.Step, Device: a.Device}, AlarmBody{
-			Device: a.Device, Capability: a.Capability, Attempt: a.ID,
-			Why: target + " is locked: attempt " + a.ID + " was executing when the gateway stopped",
-		}, nil)
+		e.raise(ctx, AlarmLocked, a.Device, a.Capability, target+" is locked: attempt "+a.ID+" was executing when the gateway stopped", a.ID)
 	}
 	e.log.Warn("actuator locked: an actuation was cut short", "device_id", a.Device, "capability", a.Capability, "attempt", a.ID)
 }
@@ -217,9 +220,7 @@ func (e *Engine) reconcile(ctx context.Context) {
 
 func (e *Engine) stayLocked(ctx context.Context, a Attempt, why string) {
 	why += "; " + ref(a.Device, a.Capability) + " stays locked until an admin resolves attempt " + a.ID
-	_, _ = e.commit(ctx, Sync, Event{Kind: KindAlarm, Run: a.Run, Step: a.Step, Device: a.Device}, AlarmBody{
-		Device: a.Device, Capability: a.Capability, Attempt: a.ID, Why: why,
-	}, nil)
+	e.raise(ctx, AlarmLocked, a.Device, a.Capability, why, a.ID)
 	e.log.Warn("actuator stays locked", "device_id", a.Device, "capability", a.Capability, "attempt", a.ID, "why", why)
 }
 
@@ -283,14 +284,17 @@ func (e *Engine) settleFound(ctx context.Context, a Attempt, by, why string, fou
 		return err
 	}
 	target := ref(a.Device, a.Capability)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if cur, ok := e.locked[target]; ok && cur.ID == a.ID {
-		delete(e.locked, target)
-	}
-	if state != nil {
-		e.receipts[target] = *state
-	}
+	func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if cur, ok := e.locked[target]; ok && cur.ID == a.ID {
+			delete(e.locked, target)
+		}
+		if state != nil {
+			e.receipts[target] = *state
+		}
+	}()
+	e.clearAlarm(ctx, AlarmLocked, a.Device, a.Capability, "attempt "+a.ID+" was reconciled by "+by+": "+why)
 	return nil
 }
 

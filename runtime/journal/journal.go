@@ -876,6 +876,11 @@ func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 		if tx.Bucket(bMeta) == nil {
 			return nil
 		}
+		if _, v := tx.Bucket(bJournal).Cursor().Last(); v != nil {
+			if d, err := decodeEvent(v); err == nil {
+				s.LastAt = d.ev.At
+			}
+		}
 		// each calls fn with the backed JSON of every record in bucket
 		// that keep says is wanted, collecting what is wrong.
 		each := func(bucket []byte, keep func(k, js []byte) error) {
@@ -931,6 +936,8 @@ func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 				err = decodeRecord(bState, k, js, func(r *devices.Reading) { rec.Reading = r })
 			case bytes.HasPrefix(k, []byte("receipt/")):
 				err = decodeRecord(bState, k, js, func(r *runtime.Receipt) { rec.Receipt = r })
+			case bytes.HasPrefix(k, []byte("alarm/")):
+				return decodeRecord(bState, k, js, func(a *runtime.Alarm) { s.Alarms = append(s.Alarms, *a) })
 			default:
 				return &RecordError{Bucket: string(bState), Key: string(k), Err: errors.New("an unknown state key")}
 			}

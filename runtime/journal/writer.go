@@ -320,6 +320,9 @@ func encodeRecords(e *runtime.Entry) ([]record, error) {
 	if m := e.Mode; m != nil {
 		errs = append(errs, put(bState, string(kMode), m))
 	}
+	if a := e.Alarm; a != nil {
+		errs = append(errs, put(bState, "alarm/"+a.ID, a))
+	}
 	if st := e.State; st != nil {
 		name := st.Device + "." + st.Capability
 		if st.Reading != nil {

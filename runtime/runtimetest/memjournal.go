@@ -30,6 +30,7 @@ type MemJournal struct {
 	runs      map[string]runtime.RunRecord
 	states    map[string]runtime.StateRecord
 	mode      *runtime.ModeRecord
+	alarms    map[string]runtime.Alarm
 }
 
 // NewMemJournal returns an empty in-memory journal.
@@ -40,6 +41,7 @@ func NewMemJournal() *MemJournal {
 		rules:     map[string]runtime.RuleRecord{},
 		runs:      map[string]runtime.RunRecord{},
 		states:    map[string]runtime.StateRecord{},
+		alarms:    map[string]runtime.Alarm{},
 	}
 }
 
@@ -84,6 +86,9 @@ func (j *MemJournal) Commit(_ context.Context, e runtime.Entry) (runtime.Event, 
 		m := *e.Mode
 		j.mode = &m
 	}
+	if e.Alarm != nil {
+		j.alarms[e.Alarm.ID] = *e.Alarm
+	}
 	if st := e.State; st != nil {
 		k := st.Device + "." + st.Capability
 		cur := j.states[k]
@@ -124,6 +129,13 @@ func (j *MemJournal) Load(context.Context) (runtime.Snapshot, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	s := runtime.Snapshot{LastSeq: j.seq}
+	if n := len(j.events); n > 0 {
+		s.LastAt = j.events[n-1].At
+	}
+	for _, a := range j.alarms {
+		s.Alarms = append(s.Alarms, a)
+	}
+	slices.SortFunc(s.Alarms, func(a, b runtime.Alarm) int { return cmp.Compare(a.ID, b.ID) })
 	for _, a := range j.approvals {
 		if a.Status == runtime.ApprovalPending {
 			s.Approvals = append(s.Approvals, a)
