@@ -287,11 +287,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			wg.Go(func() { w.Watch(ctx, func(n devices.Notice) { e.notice(ctx, n) }) })
 		}
 	}
-	for _, p := range e.conf().plans {
-		if p.Every > 0 {
-			wg.Go(func() { e.schedule(ctx, p) })
-		}
-	}
+	e.startSchedules(ctx, &wg)
 	wg.Go(func() { e.sweep(ctx) })
 	wg.Wait()
 	return e.Close()

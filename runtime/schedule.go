@@ -2,8 +2,18 @@ package runtime
 
 import (
 	"context"
+	"sync"
 	"time"
 )
+
+// startSchedules starts the schedule of every plan that has one, on wg.
+func (e *Engine) startSchedules(ctx context.Context, wg *sync.WaitGroup) {
+	for _, p := range e.conf().plans {
+		if p.Every > 0 {
+			wg.Go(func() { e.schedule(ctx, p) })
+		}
+	}
+}
 
 // schedule starts plan p every p.Every, skipping a tick while a run of it
 // is still going.
