@@ -224,7 +224,7 @@ type result struct {
 func outcomeOf(k runtime.ObservationKind, rc *runtime.Receipt) string {
 	switch k {
 	case runtime.Acted:
-		if rc != nil && rc.Confirmation == runtime.Contradicted {
+		if rc != nil && rc.Confirmation.Discrepant() {
 			return "contradicted"
 		}
 		return "acted"

@@ -64,8 +64,8 @@ func replyFor(obs runtime.Observation) Reply {
 		r.Outcome = OutcomeActed
 		r.Why = ""
 		switch {
-		case obs.Receipt != nil && obs.Receipt.Confirmation == runtime.Contradicted:
-			r.Outcome, r.Why = OutcomeContradicted, "the read-back contradicted the act: "+obs.Receipt.Detail
+		case obs.Receipt != nil && obs.Receipt.Confirmation.Discrepant():
+			r.Outcome, r.Why = OutcomeContradicted, "the world did not follow the act ("+string(obs.Receipt.Confirmation)+"): "+obs.Receipt.Detail
 		case obs.Receipt != nil && obs.Receipt.Confirmation != runtime.Confirmed:
 			r.Why = "acted, " + string(obs.Receipt.Confirmation) + ": " + obs.Receipt.Detail
 		}
