@@ -15,9 +15,10 @@
 //	state/<device>/<capability> out   retained State: {"device", "capability", "value", "at", "quality", "confirmation", "attempt"}
 //	events                      out   every journal event
 //	approvals/<id>              out   retained while the approval is pending
+//	alarms/<id>                 out   retained while the alarm stands (active or unacknowledged): the alarm; empty once normal
 //	checkpoints                 out   retained: the newest signed checkpoint
 //	receipts/<device>/<cap>     out   the uplink only: every actuation's receipt
-//	alarms/<id>, status         out   reserved for the gateway
+//	status                      out   reserved for the gateway
 //
 // The command id is the idempotency key: a QoS 1 redelivery or a retry
 // gets the first outcome, never a second act. Outcomes are acted,

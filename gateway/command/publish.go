@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -32,6 +33,10 @@ const (
 	// StreamCheckpoints is the newest signed checkpoint, retained on
 	// TopicCheckpoints.
 	StreamCheckpoints
+	// StreamAlarms is an alarm, retained on AlarmTopic while it stands
+	// (active or unacknowledged), and the empty message that clears it
+	// once it is back to normal.
+	StreamAlarms
 )
 
 // Message is one publication of a surface.
@@ -66,11 +71,12 @@ type State struct {
 }
 
 // Source is what a Fold reads of the engine: the state it starts from and
-// the approvals it republishes. *runtime.Engine implements it.
+// the approvals and alarms it republishes. *runtime.Engine implements it.
 type Source interface {
 	States() []runtime.StateRecord
 	Approvals() []runtime.Approval
 	Approval(id string) (runtime.Approval, bool)
+	Alarms() []runtime.Alarm
 }
 
 // Fold turns journal events into what a surface publishes: the one place
@@ -115,9 +121,9 @@ func (f *Fold) state(device, capability string) *State {
 }
 
 // Snapshot returns the retained messages of the state the fold holds: the
-// State of every capability, sorted by device and capability, and every
-// pending approval. A surface publishes them before it follows the
-// journal.
+// State of every capability, sorted by device and capability, every
+// pending approval, and every standing alarm, sorted by id. A surface
+// publishes them before it follows the journal.
 func (f *Fold) Snapshot() ([]Message, error) {
 	var out []Message
 	var errs []error
@@ -137,7 +143,46 @@ func (f *Fold) Snapshot() ([]Message, error) {
 		}
 		out = append(out, Message{Stream: StreamApprovals, Topic: ApprovalTopic(ap.ID), Payload: payload, Retain: true})
 	}
+	alarms := f.src.Alarms()
+	slices.SortFunc(alarms, func(a, b runtime.Alarm) int { return strings.Compare(a.ID, b.ID) })
+	for i := range alarms {
+		if !alarms[i].Standing() {
+			continue
+		}
+		m, err := alarmMessage(&alarms[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, m)
+	}
 	return out, joinErrs(errs)
+}
+
+// AlarmSnapshot returns the retained messages of the standing alarms
+// alone, as Snapshot has them.
+func (f *Fold) AlarmSnapshot() ([]Message, error) {
+	msgs, err := f.Snapshot()
+	return slices.DeleteFunc(msgs, func(m Message) bool { return m.Stream != StreamAlarms }), err
+}
+
+// alarmMessage is the retained message of an alarm: the alarm record
+// while it stands, and an empty payload, which clears what the broker
+// retains, once it is back to normal.
+func alarmMessage(a *runtime.Alarm) (Message, error) {
+	if !AlarmIDOK(a.ID) {
+		return Message{}, fmt.Errorf("alarm %q: the id cannot be a topic level", a.ID)
+	}
+	m := Message{Stream: StreamAlarms, Topic: AlarmTopic(a.ID), Retain: true}
+	if !a.Standing() {
+		return m, nil
+	}
+	payload, err := Encode(a)
+	if err != nil {
+		return Message{}, fmt.Errorf("encoding alarm %s: %w", a.ID, err)
+	}
+	m.Payload = payload
+	return m, nil
 }
 
 func stateMessage(s *State) (Message, error) {
@@ -150,7 +195,7 @@ func stateMessage(s *State) (Message, error) {
 
 // Apply folds one event and returns what to publish for it, in order:
 // the event itself, then what it changed (a capability's state, a
-// receipt, an approval, the newest checkpoint). An event whose body
+// receipt, an approval, an alarm, the newest checkpoint). An event whose body
 // cannot be read yields the event alone and an error naming it.
 func (f *Fold) Apply(ev runtime.Event) ([]Message, error) {
 	payload, err := Encode(ev)
@@ -251,6 +296,16 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 			return nil, fmt.Errorf("encoding approval %s: %w", id, err)
 		}
 		return []Message{{Stream: StreamApprovals, Topic: ApprovalTopic(id), Payload: payload, Retain: true}}, nil
+	case runtime.KindAlarm:
+		var ab runtime.AlarmBody
+		if err := ev.DecodeBody(&ab); err != nil || ab.Alarm.ID == "" {
+			return nil, bodyErr(ev, err)
+		}
+		m, err := alarmMessage(&ab.Alarm)
+		if err != nil {
+			return nil, err
+		}
+		return []Message{m}, nil
 	case runtime.KindCheckpoint:
 		if len(ev.Body) == 0 {
 			return nil, nil // an empty retained message would clear the last one

@@ -16,7 +16,10 @@ import (
 type source struct {
 	states    []runtime.StateRecord
 	approvals map[string]runtime.Approval
+	alarms    []runtime.Alarm
 }
+
+func (s source) Alarms() []runtime.Alarm { return slices.Clone(s.alarms) }
 
 func (s source) States() []runtime.StateRecord { return s.states }
 
@@ -220,5 +223,79 @@ func TestFoldStateAfterFailures(t *testing.T) {
 	if len(got) != 2 || !strings.HasPrefix(got[0], "receipts/valve-1/open ") || !strings.Contains(got[1], `"value":true`) ||
 		!strings.Contains(got[1], `"confirmation":"confirmed","attempt":"act-new"`) {
 		t.Fatalf("after the reconciliation: %s", got)
+	}
+}
+
+// An alarm is retained on alarms/<id> as its record while it stands, and
+// cleared by an empty retained message once it is back to normal; the
+// same record gives the same bytes from an event as from a snapshot.
+func TestFoldAlarms(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	raised := runtime.Alarm{ID: "discrepancy.valve-1.open", Kind: runtime.AlarmDiscrepancy, Device: "valve-1", Capability: "open",
+		Priority: runtime.PriorityHigh, State: runtime.AlarmActive, Condition: true, Message: "the read-back is false", Count: 1,
+		RaisedAt: at, LastAt: at}
+	acked := raised
+	acked.State, acked.AckedBy, acked.AckedAt, acked.Comment = runtime.AlarmActiveAcked, "console:olga", at.Add(time.Minute), "valve seen stuck"
+	normal := acked
+	normal.State, normal.Condition, normal.ClearedAt = runtime.AlarmNormal, false, at.Add(time.Hour)
+	shelved := runtime.Alarm{ID: "drift.pump-1.on", Kind: runtime.AlarmDrift, Device: "pump-1", Capability: "on", Priority: runtime.PriorityMedium,
+		State: runtime.AlarmClearedUnacked, Count: 3, RaisedAt: at, LastAt: at, ShelvedUntil: at.Add(time.Hour), ShelvedBy: "console:adam",
+		ShelveReason: "pump under repair"}
+
+	f := NewFold(source{alarms: []runtime.Alarm{shelved, normal, raised}})
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The standing ones, by id; the one back to normal is not retained.
+	wantRaised, _ := Encode(raised)
+	wantShelved, _ := Encode(shelved)
+	want := []string{"alarms/discrepancy.valve-1.open " + string(wantRaised), "alarms/drift.pump-1.on " + string(wantShelved)}
+	if got := published(snap); !slices.Equal(got, want) {
+		t.Fatalf("Snapshot() alarms:\n got %q\nwant %q", got, want)
+	}
+	for _, m := range snap {
+		if m.Stream != StreamAlarms || !m.Retain {
+			t.Errorf("snapshot message %s: stream %d, retain %v; want alarms, retained", m.Topic, m.Stream, m.Retain)
+		}
+	}
+	if only, err := f.AlarmSnapshot(); err != nil || !slices.Equal(published(only), want) {
+		t.Errorf("AlarmSnapshot() = %q, %v; want %q", published(only), err, want)
+	}
+
+	for i, st := range []struct {
+		action string
+		alarm  runtime.Alarm
+		want   string // the payload; "" for the clearing message
+	}{
+		{runtime.AlarmRaised, raised, string(wantRaised)},
+		{runtime.AlarmAcknowledged, acked, `"state":"active_acknowledged"`},
+		{runtime.AlarmCleared, normal, ""},
+	} {
+		msgs, err := f.Apply(event(t, uint64(i+1), runtime.KindAlarm, runtime.AlarmBody{Action: st.action, Alarm: st.alarm, By: "gateway"}))
+		if err != nil {
+			t.Fatalf("%s: %v", st.action, err)
+		}
+		if len(msgs) != 2 || msgs[1].Stream != StreamAlarms || msgs[1].Topic != "alarms/discrepancy.valve-1.open" || !msgs[1].Retain {
+			t.Fatalf("%s: %+v; want the event and the retained alarm", st.action, msgs)
+		}
+		got := string(msgs[1].Payload)
+		switch {
+		case st.want == "" && msgs[1].Payload != nil:
+			t.Errorf("%s: payload %s; want none, which clears the retained alarm", st.action, got)
+		case st.want != "" && !strings.Contains(got, st.want):
+			t.Errorf("%s: payload %s; want it to hold %s", st.action, got, st.want)
+		}
+	}
+
+	// An alarm event that names no alarm, or an id that is no topic level,
+	// publishes the event alone and says so.
+	for _, body := range []any{runtime.AlarmBody{Action: runtime.AlarmRaised}, runtime.AlarmBody{Action: runtime.AlarmRaised,
+		Alarm: runtime.Alarm{ID: "drift.a/b.on", State: runtime.AlarmActive}}} {
+		msgs, err := f.Apply(event(t, 9, runtime.KindAlarm, body))
+		if err == nil || len(msgs) != 1 || msgs[0].Stream != StreamEvents {
+			t.Errorf("Apply(%+v) = %+v, %v; want the event alone and an error", body, msgs, err)
+		}
 	}
 }

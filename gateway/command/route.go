@@ -24,6 +24,16 @@ func ReceiptTopic(device, capability string) string { return "receipts/" + devic
 // ApprovalTopic holds a pending approval, retained while it is pending.
 func ApprovalTopic(id string) string { return "approvals/" + id }
 
+// AlarmTopic holds an alarm, retained while it stands (active or
+// unacknowledged) and cleared by an empty message once it is back to
+// normal.
+func AlarmTopic(id string) string { return "alarms/" + id }
+
+// AlarmIDOK reports whether an alarm id can be one topic level: not
+// empty, and no "/", wildcard or NUL. The engine's ids (kind.device.
+// capability, kind.plan) always can.
+func AlarmIDOK(id string) bool { return id != "" && !strings.ContainsAny(id, "/+#\x00") }
+
 // CommandFilters are the filters, relative to the prefix, that commands
 // arrive on: cmd/<device>/<capability> and run/<plan>.
 var CommandFilters = []string{"cmd/#", "run/#"}

@@ -186,9 +186,9 @@ func (b *Broker) Addr(kind string) string {
 
 // Run serves until ctx is done, then closes every client and the
 // listeners, and waits for the broker's goroutines. It calls Listen if
-// nobody did, and returns its error. It publishes the retained state and
-// pending approvals first, then follows the journal. Run may be called
-// once.
+// nobody did, and returns its error. It publishes the retained state,
+// pending approvals and standing alarms first, then follows the journal.
+// Run may be called once.
 func (b *Broker) Run(ctx context.Context) error {
 	if err := b.Listen(); err != nil {
 		return err

@@ -7,8 +7,9 @@ import (
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
-// publishInitial publishes the retained state and pending approvals the
-// fold starts from, and the newest checkpoint, before any client connects.
+// publishInitial publishes the retained state, pending approvals and
+// standing alarms the fold starts from, and the newest checkpoint, before
+// any client connects.
 func (b *Broker) publishInitial(ctx context.Context, f *command.Fold) {
 	msgs, err := f.Snapshot()
 	if err != nil {
@@ -21,7 +22,8 @@ func (b *Broker) publishInitial(ctx context.Context, f *command.Fold) {
 }
 
 // follow publishes every journal event after since on the events topic,
-// and keeps the retained state and approvals up to date, until ctx ends.
+// and keeps the retained state, approvals and alarms up to date, until ctx
+// ends.
 func (b *Broker) follow(ctx context.Context, f *command.Fold, since uint64) {
 	err := b.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
 		msgs, err := f.Apply(ev)
