@@ -26,6 +26,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/devices/devicetest"
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
@@ -160,7 +161,7 @@ func TestBrokerAndUplinkPublishTheSameBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	link, err := uplink.New(eng, j.Outbox(), uplink.Options{URL: "tcp://" + siteTCP.Address(), ClientID: "gh", Prefix: upstreamPrefix,
-		ReconnectMax: 200 * time.Millisecond, Forward: uplink.Forward{Events: true, State: true, Receipts: true, Approvals: true}})
+		ReconnectMax: 200 * time.Millisecond, Forward: uplink.Forward{Events: true, State: true, Receipts: true, Approvals: true, Alarms: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +238,22 @@ func TestBrokerAndUplinkPublishTheSameBytes(t *testing.T) {
 		t.Fatalf("publish upstream: %v", tok.Error())
 	}
 	runtimetest.WaitFor(t, "the upstream command's reply", func() bool { return len(on(up.since(start), "reply/valve-1/open")) > 0 })
+	// An act the world does not follow raises an alarm, which a person
+	// acknowledges.
+	g.SetFault("valve-1", devicetest.Fault{Stuck: true})
+	do(runtime.Command{Principal: "mqtt:alice", Origin: "mqtt", Device: "valve-1", Capability: "open", Value: value.Bool(true)})
+	const alarmID = "discrepancy.valve-1.open"
+	if a, ok := eng.Alarm(alarmID); !ok || !a.Standing() {
+		t.Fatalf("alarm %s after a stuck valve: %+v, %v", alarmID, a, ok)
+	}
+	if _, err := eng.AckAlarm(ctx, alarmID, "console:bob", "valve seen stuck"); err != nil {
+		t.Fatal(err)
+	}
+	// Freed, the valve is closed again.
+	g.SetFault("valve-1", devicetest.Fault{})
+	if obs := do(runtime.Command{Principal: "mqtt:alice", Origin: "mqtt", Device: "valve-1", Capability: "open", Value: value.Bool(false)}); obs.Kind != runtime.Acted {
+		t.Fatalf("valve after the fault: %+v", obs)
+	}
 	end := mark("end")
 	cut := func(msgs []message) []message { // up to and with the end marker
 		for i, m := range msgs {
@@ -248,7 +265,7 @@ func TestBrokerAndUplinkPublishTheSameBytes(t *testing.T) {
 	}
 	localMsgs, upMsgs := cut(local.since(start)), cut(up.since(start))
 
-	shared := []string{command.TopicEvents, command.ApprovalTopic(ask.Approval.ID)}
+	shared := []string{command.TopicEvents, command.ApprovalTopic(ask.Approval.ID), command.AlarmTopic(alarmID)}
 	for _, d := range runtimetest.Greenhouse("gh", "tank-1", "valve-1", "heater-1") {
 		shared = append(shared, command.StateTopic(d.ID, d.Capabilities[0].Name))
 	}
@@ -266,7 +283,8 @@ func TestBrokerAndUplinkPublishTheSameBytes(t *testing.T) {
 	}
 
 	// The state payload is the documented one: the valve was opened, read
-	// back, then closed from upstream.
+	// back, closed from upstream, stayed closed when stuck, and was closed
+	// again once freed.
 	states := on(localMsgs, command.StateTopic("valve-1", "open"))
 	var last command.State
 	if err := json.Unmarshal([]byte(states[len(states)-1]), &last); err != nil {
@@ -279,5 +297,11 @@ func TestBrokerAndUplinkPublishTheSameBytes(t *testing.T) {
 	// The approval was retained while pending, then cleared.
 	if aps := on(localMsgs, command.ApprovalTopic(ask.Approval.ID)); len(aps) < 2 || !strings.Contains(aps[0], `"status":"pending"`) || aps[len(aps)-1] != "" {
 		t.Errorf("approvals/%s = %q; want the request, then an empty message", ask.Approval.ID, aps)
+	}
+	// The alarm was retained as raised, then as acknowledged: it still
+	// stands, for its condition holds.
+	if as := on(localMsgs, command.AlarmTopic(alarmID)); len(as) < 2 || !strings.Contains(as[0], `"state":"active_unacknowledged"`) ||
+		!strings.Contains(as[1], `"state":"active_acknowledged"`) || !strings.Contains(as[1], `"comment":"valve seen stuck"`) {
+		t.Errorf("alarms/%s = %q; want the raised alarm, then the acknowledged one", alarmID, as)
 	}
 }

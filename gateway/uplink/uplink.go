@@ -1,10 +1,10 @@
 // Package uplink connects the gateway to a site or fleet MQTT broker
 // (Mosquitto, EMQX, HiveMQ) with paho. It forwards events, state,
-// receipts and approvals through a durable outbox: in order, at QoS 1,
-// deleted only once the broker acknowledged them, nothing lost while the
-// link is down or across a restart. The outbox is bounded in bytes; when it
-// is full the oldest telemetry is dropped and counted, never a receipt or
-// an approval.
+// receipts, approvals and alarms through a durable outbox: in order, at
+// QoS 1, deleted only once the broker acknowledged them, nothing lost while
+// the link is down or across a restart. The outbox is bounded in bytes;
+// when it is full the oldest telemetry is dropped and counted, never a
+// receipt, an approval or an alarm.
 //
 // Commands published upstream on <prefix>cmd/<device>/<capability> and
 // <prefix>run/<plan> take the same governed path as local ones, as the
@@ -45,9 +45,10 @@ type Store interface {
 	Trim(maxBytes int64) (int, error)
 }
 
-// Forward says what goes upstream.
+// Forward says what goes upstream. Alarms are the retained alarms/<id>
+// (an alarm's events go with Events).
 type Forward struct {
-	Events, State, Receipts, Approvals bool
+	Events, State, Receipts, Approvals, Alarms bool
 }
 
 // Options configure the uplink. The zero value of each field means its
@@ -185,7 +186,8 @@ func (u *Uplink) Run(ctx context.Context) error {
 	}
 	if !ok {
 		// A new uplink forwards what happens from now on, not the history,
-		// but for the newest checkpoint, which upstream should hold at once.
+		// but for the newest checkpoint and the alarms that stand, which
+		// upstream should hold at once.
 		cursor = u.eng.RestoredSeq()
 		if body, found := command.NewestCheckpoint(ctx, u.eng, cursor); found && len(body) > 0 {
 			if err := u.store.Push(u.outMessages(runtime.Event{}, []command.Message{command.CheckpointMessage(body)})); err != nil {
@@ -193,10 +195,21 @@ func (u *Uplink) Run(ctx context.Context) error {
 			}
 		}
 	}
+	fold := command.NewFold(u.eng)
+	if !ok {
+		msgs, err := fold.AlarmSnapshot()
+		if err != nil {
+			u.log.Error("uplink alarms not queued in full", "error", err)
+		}
+		if out := u.outMessages(runtime.Event{}, msgs); len(out) > 0 {
+			if err := u.store.Push(out); err != nil {
+				u.log.Error("uplink alarms not queued", "error", err)
+			}
+		}
+	}
 	u.c.Connect() // retries in the background until ctx ends
 	u.disp.Spawn = func(fn func(context.Context)) { u.spawn(func() { fn(ctx) }) }
 	var wg sync.WaitGroup
-	fold := command.NewFold(u.eng)
 	wg.Go(func() { u.enqueue(ctx, fold, cursor) })
 	wg.Go(func() { u.send(ctx) })
 	wg.Go(func() { u.serveCommands(ctx) })
@@ -281,8 +294,8 @@ func (u *Uplink) messages(f *command.Fold, ev runtime.Event) []store.OutMessage 
 
 // outMessages keeps the messages the configuration forwards (checkpoints
 // always: a copy off the device is what makes a checkpoint evidence), and
-// marks the ones the outbox may never drop: receipts, approvals, and the
-// events of essential kinds. A checkpoint is not essential: a newer one
+// marks the ones the outbox may never drop: receipts, approvals, alarms,
+// and the events of essential kinds. A checkpoint is not essential: a newer one
 // supersedes it, and the outbox drops the oldest first.
 func (u *Uplink) outMessages(ev runtime.Event, msgs []command.Message) []store.OutMessage {
 	fw := u.opts.Forward
@@ -298,6 +311,8 @@ func (u *Uplink) outMessages(ev runtime.Event, msgs []command.Message) []store.O
 			send, ess = fw.Receipts, true
 		case command.StreamApprovals:
 			send, ess = fw.Approvals, true
+		case command.StreamAlarms:
+			send, ess = fw.Alarms, true
 		case command.StreamCheckpoints:
 			send = true
 		}

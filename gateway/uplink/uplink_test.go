@@ -163,7 +163,7 @@ func startRig(t *testing.T, dir, addr string, maxBacklog int64) (*rig, func()) {
 		t.Fatal(err)
 	}
 	u, err := New(eng, j.Outbox(), Options{URL: "tcp://" + addr, ClientID: "gh-1", Prefix: prefix, ReconnectMax: 200 * time.Millisecond,
-		MaxBacklog: maxBacklog, Forward: Forward{Events: true, State: true, Receipts: true, Approvals: true}})
+		MaxBacklog: maxBacklog, Forward: Forward{Events: true, State: true, Receipts: true, Approvals: true, Alarms: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,5 +539,72 @@ func TestAdversarialUplinkNumbers(t *testing.T) {
 	}
 	if n := r.g.Count("write", "valve-1", "open"); n != 0 {
 		t.Fatalf("the valve was written %d times", n)
+	}
+}
+
+// seedAlarms journals alarm records as an engine would have left them
+// before the uplink was configured.
+func seedAlarms(t *testing.T, dir string, alarms ...runtime.Alarm) {
+	t.Helper()
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for _, a := range alarms {
+		rec := a
+		body, err := json.Marshal(runtime.AlarmBody{Action: runtime.AlarmRaised, Alarm: rec, By: "gateway"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Commit(t.Context(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindAlarm, Device: a.Device, Body: body},
+			Durability: runtime.Sync, Alarm: &rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A new uplink sends the alarms that stand at once, retained, and clears
+// one upstream when it is back to normal.
+func TestStandingAlarmsGoUpstreamRetained(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	defer up.stop()
+	dir := t.TempDir()
+	at := time.Now().Add(-time.Hour)
+	standing := runtime.Alarm{ID: "locked.valve-1.open", Kind: runtime.AlarmLocked, Device: "valve-1", Capability: "open",
+		Priority: runtime.PriorityHigh, State: runtime.AlarmClearedUnacked, Message: "attempt act-1 was reconciled", Count: 1,
+		RaisedAt: at, LastAt: at, ClearedAt: at.Add(time.Minute)}
+	normal := runtime.Alarm{ID: "drift.valve-1.open", Kind: runtime.AlarmDrift, Device: "valve-1", Capability: "open",
+		Priority: runtime.PriorityMedium, State: runtime.AlarmNormal, Message: "switched by hand", Count: 1, RaisedAt: at, LastAt: at}
+	seedAlarms(t, dir, standing, normal)
+	r, _ := startRig(t, dir, up.addr, 0)
+	topic := prefix + "alarms/" + standing.ID
+	runtimetest.WaitFor(t, "the standing alarm upstream", func() bool { return len(up.w.get(topic)) == 1 })
+	var got runtime.Alarm
+	if err := json.Unmarshal(up.w.get(topic)[0], &got); err != nil || got.ID != standing.ID || got.State != runtime.AlarmClearedUnacked {
+		t.Fatalf("alarms/%s upstream = %s (%v)", standing.ID, up.w.get(topic)[0], err)
+	}
+	if n := len(up.w.get(prefix + "alarms/" + normal.ID)); n != 0 {
+		t.Fatalf("an alarm back to normal was sent upstream %d times", n)
+	}
+	// Acknowledged, it is back to normal: an empty retained message clears it.
+	if _, err := r.eng.AckAlarm(t.Context(), standing.ID, "console:olga", "the valve was checked on site"); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.WaitFor(t, "the cleared alarm upstream", func() bool { return len(up.w.get(topic)) == 2 })
+	if p := up.w.get(topic)[1]; len(p) != 0 {
+		t.Fatalf("alarms/%s upstream after the acknowledgement = %s, want an empty message", standing.ID, p)
+	}
+	late := make(chan string, 4)
+	if err := up.srv.Subscribe(prefix+"alarms/#", 10, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
+		late <- pk.TopicName + " " + string(pk.Payload)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-late:
+		t.Fatalf("an alarm back to normal is still retained upstream: %s", m)
+	case <-time.After(300 * time.Millisecond):
 	}
 }
