@@ -5,10 +5,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,7 +46,10 @@ type Built struct {
 	OperateWithin   time.Duration
 	ApprovalTimeout time.Duration
 	MaxRuleTTL      time.Duration
-	CommandLease    runtime.Lease
+	// MaxShelve and AlarmClasses are how alarms behave.
+	MaxShelve    time.Duration
+	AlarmClasses map[runtime.AlarmKind]runtime.AlarmClass
+	CommandLease runtime.Lease
 	// Journal bounds the journal; its Logger is set by Run.
 	Journal journal.Options
 	// Users are the accounts of the broker and the console.
@@ -279,6 +284,7 @@ func (c *checker) build(cfg *Config) *Built {
 	b.OperateWithin = c.duration(ap.with("operate_within"), cfg.Approvals.OperateWithin, 15*time.Second)
 	b.MaxRuleTTL = c.duration(ap.with("max_rule_ttl"), cfg.Approvals.MaxRuleTTL, 24*time.Hour)
 	b.CommandLease = c.lease(path{"leases", "command"}, cfg.Leases.Command, runtime.Lease{MaxSteps: 1, MaxActuations: 1, MaxWall: 15 * time.Minute})
+	b.MaxShelve, b.AlarmClasses = c.alarms(path{"alarms"}, cfg.Alarms)
 
 	entries, drivers := c.drivers(cfg.Drivers)
 	// No devices is a gateway with nothing attached yet (a fresh
@@ -439,16 +445,17 @@ func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, share
 			c.errf(cp.with("enum"), "an enum capability lists its values under enum, and only an enum does")
 		}
 		if cc.Poll != "" {
-			if capa.Kind != devices.KindSensor {
-				c.errf(cp.with("poll"), "only a sensor is polled")
+			if capa.Kind != devices.KindSensor && !capa.ReadBack {
+				c.errf(cp.with("poll"), "an actuator is polled only with read_back (to see it switched by hand)")
 			}
 			capa.Poll = c.duration(cp.with("poll"), cc.Poll, 0)
 			if capa.Poll > 0 && capa.Poll < 100*time.Millisecond {
 				c.errf(cp.with("poll"), "poll %s is faster than 100ms", capa.Poll)
 			}
 		}
-		if capa.Kind == devices.KindSensor && (cc.Effects != nil || cc.Envelope != nil || len(cc.Interlocks) > 0 || cc.Confirm != nil || cc.Safe.Kind != 0) {
-			c.errf(cp, "a sensor has no effects, envelope, interlocks, confirm or safe value")
+		if capa.Kind == devices.KindSensor && (cc.Effects != nil || cc.Envelope != nil || len(cc.Interlocks) > 0 || cc.Confirm != nil || cc.Safe.Kind != 0 ||
+			cc.TTL != "" || len(cc.While) > 0 || cc.OnStart != "" || cc.OnStop != "") {
+			c.errf(cp, "a sensor has no effects, envelope, interlocks, confirm, safe value, ttl, while, on_start or on_stop")
 		}
 		d.Capabilities = append(d.Capabilities, capa)
 	}
@@ -524,9 +531,41 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 				MaxAge: c.duration(ip.with("max_age"), ic.MaxAge, governance.DefaultMaxAge)})
 		}
 	}
+	for i, ic := range cc.While {
+		ip := p.with("while", i)
+		if op, v, ok := c.condition(ip, ic.Sensor, ic.Op, &ic.Value); ok {
+			if ic.Sensor == device+"."+cc.Name {
+				c.errf(ip.with("sensor"), "a running interlock reads another device, not the actuator itself")
+				continue
+			}
+			pol.While = append(pol.While, governance.Condition{Sensor: ic.Sensor, Op: op, Value: v,
+				MaxAge: c.duration(ip.with("max_age"), ic.MaxAge, governance.DefaultMaxAge)})
+		}
+	}
 	if cf := cc.Confirm; cf != nil {
 		fp := p.with("confirm")
-		conf := &runtime.Confirm{ReadBack: cf.ReadBack, Within: c.duration(fp.with("within"), cf.Within, 5*time.Second)}
+		travel := cf.TravelWithin
+		if cf.Within != "" {
+			if travel != "" {
+				c.errf(fp.with("within"), "within is the older name of travel_within; write one of them")
+			}
+			travel = cf.Within
+		}
+		conf := &runtime.Confirm{ReadBack: cf.ReadBack, Within: c.duration(fp.with("travel_within"), travel, 5*time.Second),
+			StartWithin: c.duration(fp.with("start_within"), cf.StartWithin, 0), Watch: c.duration(fp.with("watch"), cf.Watch, 0)}
+		if conf.StartWithin > 0 && conf.StartWithin > conf.Within {
+			c.errf(fp.with("start_within"), "start_within %s is longer than travel_within %s", conf.StartWithin, conf.Within)
+		}
+		switch cf.OnContradiction {
+		case "", runtime.SafeAlarm:
+		case runtime.SafeDrive:
+			if cc.Safe.Kind == 0 {
+				c.errf(fp.with("on_contradiction"), "on_contradiction: safe needs a safe value on %s.%s", device, cc.Name)
+			}
+		default:
+			c.errf(fp.with("on_contradiction"), "on_contradiction is alarm or safe, not %q", cf.OnContradiction)
+		}
+		conf.OnDiscrepancy = cf.OnContradiction
 		ways := 0
 		for _, set := range []bool{cf.ReadBack, cf.Sensor != "", cf.Feedback != ""} {
 			if set {
@@ -541,6 +580,11 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 		case cf.Sensor != "":
 			if op, v, ok := c.condition(fp, cf.Sensor, cf.Op, &cf.Value); ok {
 				conf.Sensor, conf.Op, conf.Value = cf.Sensor, op, v
+			}
+			if cf.When.Kind != 0 {
+				if v, ok := c.value(fp.with("when"), &cf.When, capa.Type, capa.Enum); ok {
+					conf.When = &v
+				}
 			}
 		case cf.Feedback != "":
 			fb, ok := c.caps[cf.Feedback]
@@ -557,12 +601,51 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 		case !cf.ReadBack:
 			c.errf(fp, "confirm needs read_back: true, a feedback or a sensor condition")
 		}
+		if cf.When.Kind != 0 && cf.Sensor == "" {
+			c.errf(fp.with("when"), "when names the value a sensor condition confirms; there is no sensor")
+		}
 		pol.Confirm = conf
 	}
 	if cc.Safe.Kind != 0 {
 		if v, ok := c.value(p.with("safe"), &cc.Safe, capa.Type, capa.Enum); ok {
 			pol.Safe = &v
+			if pol.Envelope != nil {
+				env := *pol.Envelope
+				env.Type = capa.Type
+				if ok, why := env.Check(v, governance.History{Current: v}, time.Time{}); !ok {
+					c.errf(p.with("safe"), "the safe value %s is outside the envelope: %s", v, why)
+				}
+			}
 		}
+	}
+	needSafe := func(key, what string) {
+		if cc.Safe.Kind == 0 {
+			c.errf(p.with(key), "%s needs a safe value to drive %s.%s to (add safe:)", what, device, cc.Name)
+		}
+	}
+	if cc.TTL != "" {
+		pol.TTL = c.duration(p.with("ttl"), cc.TTL, 0)
+		needSafe("ttl", "a ttl")
+		if cc.Effects == nil || !isTrue(cc.Effects.Reversible) {
+			c.errf(p.with("ttl"), "a ttl reverts a reversible actuation; declare effects: {reversible: true} on %s.%s", device, cc.Name)
+		}
+	}
+	if len(cc.While) > 0 {
+		needSafe("while", "a running interlock")
+	}
+	for _, k := range []struct {
+		key string
+		v   string
+		to  *string
+	}{{"on_start", cc.OnStart, &pol.OnStart}, {"on_stop", cc.OnStop, &pol.OnStop}} {
+		switch k.v {
+		case "", runtime.SafeKeep:
+		case runtime.SafeDrive:
+			needSafe(k.key, k.key+": safe")
+		default:
+			c.errf(p.with(k.key), "%s is safe or keep, not %q", k.key, k.v)
+		}
+		*k.to = k.v
 	}
 	return pol, len(c.errs) == n
 }
@@ -935,4 +1018,39 @@ func (c *checker) web(p path, wc WebConfig) *web.Options {
 		o.Tokens = append(o.Tokens, web.Token{Name: tc.Name, Role: r, Hash: tc.TokenHash})
 	}
 	return o
+}
+
+// alarms checks the alarms section.
+func (c *checker) alarms(p path, ac AlarmsConfig) (time.Duration, map[runtime.AlarmKind]runtime.AlarmClass) {
+	shelve := c.duration(p.with("max_shelve"), ac.MaxShelve, 8*time.Hour)
+	classes := runtime.DefaultAlarmClasses()
+	for _, k := range slices.Sorted(maps.Keys(ac.Classes)) {
+		cc, kp := ac.Classes[k], p.with("classes", k)
+		kind := runtime.AlarmKind(k)
+		cl, ok := classes[kind]
+		if !ok {
+			c.errf(kp, "no alarm kind %q (want one of %s)", k, strings.Join(kindNames(), ", "))
+			continue
+		}
+		if cc.Priority != "" {
+			pr, err := runtime.ParsePriority(cc.Priority)
+			if err != nil {
+				c.errf(kp.with("priority"), "%v", err)
+			}
+			cl.Priority = pr
+		}
+		if cc.Latching != nil {
+			cl.Latching = *cc.Latching
+		}
+		classes[kind] = cl
+	}
+	return shelve, classes
+}
+
+func kindNames() []string {
+	out := make([]string, len(runtime.AlarmKinds))
+	for i, k := range runtime.AlarmKinds {
+		out[i] = string(k)
+	}
+	return out
 }

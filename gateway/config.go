@@ -30,6 +30,24 @@ type Config struct {
 	MQTT      MQTTConfig      `yaml:"mqtt"`
 	Uplink    *UplinkConfig   `yaml:"uplink"`
 	Web       WebConfig       `yaml:"web"`
+	Alarms    AlarmsConfig    `yaml:"alarms"`
+}
+
+// AlarmsConfig sets how alarms behave.
+type AlarmsConfig struct {
+	// MaxShelve bounds how long an admin may shelve an alarm. Default 8h.
+	MaxShelve string `yaml:"max_shelve"`
+	// Classes sets the priority and latching of each kind of alarm:
+	// discrepancy, unconfirmed, drift, interlock, safe_drive, locked,
+	// schedule.
+	Classes map[string]AlarmClassConfig `yaml:"classes"`
+}
+
+// AlarmClassConfig is the priority (critical, high, medium, low) and the
+// latching of one kind of alarm; what is left out keeps its default.
+type AlarmClassConfig struct {
+	Priority string `yaml:"priority"`
+	Latching *bool  `yaml:"latching"`
 }
 
 // WebConfig is the console and the HTTP API.
@@ -226,6 +244,17 @@ type CapabilityConfig struct {
 	Interlocks []ConditionConfig `yaml:"interlocks"`
 	Confirm    *ConfirmConfig    `yaml:"confirm"`
 	Safe       yaml.Node         `yaml:"safe"`
+	// TTL makes an actuation to a value other than safe a dead man: it
+	// reverts to safe after this long unless the same value is commanded
+	// again. Only a reversible actuator has one.
+	TTL string `yaml:"ttl"`
+	// While holds running interlocks: while the actuator is away from
+	// safe, each must hold, or it is driven to safe.
+	While []ConditionConfig `yaml:"while"`
+	// OnStart is "keep" (the default) or "safe"; OnStop is "safe" (the
+	// default when there is a safe value) or "keep".
+	OnStart string `yaml:"on_start"`
+	OnStop  string `yaml:"on_stop"`
 }
 
 // EffectsConfig declares what an actuator does. Without it an actuator is
@@ -266,7 +295,22 @@ type ConfirmConfig struct {
 	Sensor   string    `yaml:"sensor"`
 	Op       string    `yaml:"op"`
 	Value    yaml.Node `yaml:"value"`
-	Within   string    `yaml:"within"`
+	// TravelWithin bounds the wait for the value or condition (Within is
+	// its older name). Default 5s.
+	TravelWithin string `yaml:"travel_within"`
+	Within       string `yaml:"within"`
+	// When is the value whose acts a sensor condition confirms; for a
+	// bool actuator it defaults to true, and an act to false is confirmed
+	// by the condition no longer holding.
+	When yaml.Node `yaml:"when"`
+	// StartWithin, if set, is how soon the confirming reading must move.
+	StartWithin string `yaml:"start_within"`
+	// Watch, if set, keeps watching for this long after the value was
+	// reached: leaving it is "returned".
+	Watch string `yaml:"watch"`
+	// OnContradiction is "alarm" (the default) or "safe": drive the
+	// actuator to safe after a discrepancy.
+	OnContradiction string `yaml:"on_contradiction"`
 }
 
 // ProfileConfig is an effect profile in a mode.

@@ -42,6 +42,11 @@ type Options struct {
 	// run. It is called at most once, from Run's goroutine; Run waits for
 	// it to return.
 	Ready func(Parts)
+	// Stopping is called once the shutdown begins, after the actuators
+	// were driven to safe and before the surfaces and the engine stop
+	// (systemd's STOPPING). It is not called when the gateway never
+	// became ready.
+	Stopping func()
 	// Notice receives what a person must read once, such as a generated
 	// admin password. Nil means standard error.
 	Notice io.Writer
@@ -92,6 +97,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	return g.serve(ctx, func() {
 		if opts.Ready != nil {
 			opts.Ready(Parts{Engine: g.eng, MQTT: g.broker, Uplink: g.link, Web: g.console})
+		}
+	}, func() {
+		if opts.Stopping != nil {
+			opts.Stopping()
 		}
 	})
 }

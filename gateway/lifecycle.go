@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
@@ -94,7 +95,7 @@ func (g *instance) build(ctx context.Context) error {
 	g.eng, err = runtime.New(ctx, runtime.Options{
 		Registry: reg, Journal: g.journal, Policies: cfg.Policies, Modes: cfg.Modes, Mode: cfg.Mode, Rules: cfg.Rules,
 		Plans: cfg.Plans, OperateWithin: cfg.OperateWithin, ApprovalTimeout: cfg.ApprovalTimeout,
-		MaxRuleTTL: cfg.MaxRuleTTL, CommandLease: cfg.CommandLease, Logger: g.log.With("component", "runtime"),
+		MaxRuleTTL: cfg.MaxRuleTTL, CommandLease: cfg.CommandLease, MaxShelve: cfg.MaxShelve, AlarmClasses: cfg.AlarmClasses, Logger: g.log.With("component", "runtime"),
 		Person: cfg.Person,
 		OnStep: g.metrics.ObserveStep,
 	})
@@ -287,12 +288,16 @@ func (g *instance) listen() error {
 	return nil
 }
 
+// safeStopTimeout bounds the drives to safe of a shutdown.
+const safeStopTimeout = 20 * time.Second
+
 // serve runs the engine and the surfaces until ctx is done or the broker
-// or the console stops, then stops them: the surfaces first (no new
-// requests), then the engine, which waits for every run's goroutine. The
-// release of what build and listen acquired is Run's. ready is called
-// once everything runs.
-func (g *instance) serve(ctx context.Context, ready func()) error {
+// or the console stops, then stops them: first the engine's runs, and the
+// actuators are driven to safe (the surfaces still publish what that
+// does); then stopping is called, the surfaces stop (no new requests),
+// then the engine. The release of what build and listen acquired is Run's.
+// ready is called once everything runs.
+func (g *instance) serve(ctx context.Context, ready, stopping func()) error {
 	log := g.log
 	// The engine outlives the surfaces: they stop taking requests first.
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
@@ -346,6 +351,11 @@ func (g *instance) serve(ctx context.Context, ready func()) error {
 	case err := <-engineDone:
 		engineDone <- err // for the join below
 	}
+	// Driving to safe is bounded well inside systemd's TimeoutStopSec.
+	safeCtx, cancelSafe := context.WithTimeout(context.WithoutCancel(ctx), safeStopTimeout)
+	g.eng.SafeStop(safeCtx)
+	cancelSafe()
+	stopping()
 	stopSurfaces()
 	surfaces.Wait()
 	stopEngine()

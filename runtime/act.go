@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -17,7 +19,7 @@ import (
 func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent devices.Entry, c *devices.Capability,
 	pol *CapPolicy, dg, authz string) Observation {
 	a := Attempt{Key: w.key, ID: newID("act"), Run: base.Run, Step: w.step, Device: w.device, Capability: w.capability,
-		Value: w.value, Principal: w.principal, Digest: dg, State: AttemptStaged, Updated: e.now()}
+		Value: w.value, Principal: w.principal, Reason: w.reason, Digest: dg, State: AttemptStaged, Updated: e.now()}
 	// step moves the attempt to state and journals it; a nil body is the
 	// attempt itself, as it stands after the move.
 	step := func(state AttemptState, d Durability, kind Kind, body any) error {
@@ -67,6 +69,23 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		base.Kind, base.Why, base.Receipt = Failed, a.Why, rc
 		return base
 	}
+	// The confirming reading as it stood before the act, to tell an act
+	// that never started from one that stopped short.
+	var before *devices.Reading
+	if src := confirmSource(ref(w.device, w.capability), c, pol); src != "" {
+		if pol.Confirm.StartWithin > 0 {
+			// Whether it started is told from where it stood just now.
+			dev, capability := splitRef(src)
+			if sent, found := e.reg.Lookup(dev); found {
+				if rd, err := e.driverRead(ctx, sent.Driver, dev, capability); err == nil {
+					before = &rd
+				}
+			}
+		}
+		if rd, ok := e.facts.get(src); ok && before == nil {
+			before = &rd
+		}
+	}
 	// Once the driver is called, the call is not cut short by a cancel or
 	// a stop: a write torn half way is exactly the one whose outcome
 	// nobody knows. The driver timeout bounds it.
@@ -97,17 +116,22 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	}
 	e.recordChange(target)
 	actedAt := e.now()
-	rc.Confirmation, rc.Observed, rc.Detail = e.confirm(ctx, ent, c, pol, w.value)
-	if c.ReadBack && (pol == nil || pol.Confirm == nil || !pol.Confirm.ReadBack) {
+	if pol != nil && pol.TTL > 0 && pol.Safe != nil && !w.value.Equal(*pol.Safe) {
+		rc.Until = actedAt.Add(pol.TTL)
+	}
+	cf := e.confirm(ctx, ent, c, pol, w.value, before)
+	rc.Confirmation, rc.Observed, rc.Detail = cf.class, cf.observed, cf.detail
+	if c.ReadBack && confirmSource(target, c, pol) != target {
 		// Confirmed another way (a feedback contact, a sensor) or not at
 		// all: the actuator is still read back once, so that where it
 		// stands is known beside the receipt, not a reading from before.
-		// A read-back that disagrees with the command contradicts it, what
-		// the other confirmation said notwithstanding.
+		// A read-back that disagrees with the command means it ended at
+		// the wrong value, what the other confirmation said
+		// notwithstanding.
 		rd, err := e.driverRead(ctx, ent.Driver, w.device, w.capability)
-		if err == nil && !rd.Value.Equal(w.value) && rc.Confirmation != Contradicted {
+		if err == nil && !rd.Value.Equal(w.value) && !rc.Confirmation.Discrepant() {
 			got := rd.Value
-			rc.Confirmation, rc.Observed = Contradicted, &got
+			rc.Confirmation, rc.Observed = WrongFinal, &got
 			rc.Detail = strings.TrimPrefix(rc.Detail+"; ", "; ") + "the read-back of " + target + " is " + got.String() + ", not the commanded " + w.value.String()
 		}
 	}
@@ -127,12 +151,31 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		return e.failedQuiet(base, "acted, but the receipt could not be journaled", err)
 	}
 	e.setReceipt(target, *rc)
-	if rc.Confirmation == Contradicted {
-		e.raise(ctx, AlarmDiscrepancy, w.device, w.capability, rc.Detail, a.ID)
-		e.log.Warn("actuation contradicted", "device_id", w.device, "capability", w.capability, "detail", rc.Detail)
-	}
+	e.afterAct(ctx, w, pol, rc)
 	base.Kind, base.Receipt = Acted, rc
 	return base
+}
+
+// afterAct raises or clears the alarms of an act's confirmation, and
+// drives the actuator to safe after a discrepancy when its policy says so.
+func (e *Engine) afterAct(ctx context.Context, w *writeReq, pol *CapPolicy, rc *Receipt) {
+	switch {
+	case rc.Confirmation.Discrepant():
+		e.raise(ctx, AlarmDiscrepancy, w.device, w.capability, string(rc.Confirmation)+": "+rc.Detail, rc.Attempt)
+		e.log.Warn("actuation not followed", "device_id", w.device, "capability", w.capability, "class", rc.Confirmation, "detail", rc.Detail)
+		if pol != nil && pol.Confirm != nil && pol.Confirm.OnDiscrepancy == SafeDrive && pol.Safe != nil && w.safety == "" {
+			e.safety.request(safeJob{target: ref(w.device, w.capability), trigger: TriggerDiscrepancy,
+				why: "on_contradiction: safe after " + string(rc.Confirmation) + " of attempt " + rc.Attempt + ": " + rc.Detail})
+		}
+	case rc.Confirmation == Unconfirmed:
+		e.raise(ctx, AlarmUnconfirmed, w.device, w.capability, rc.Detail, rc.Attempt)
+	case rc.Confirmation == Confirmed:
+		e.clearAlarm(ctx, AlarmDiscrepancy, w.device, w.capability, "attempt "+rc.Attempt+" was confirmed")
+		e.clearAlarm(ctx, AlarmUnconfirmed, w.device, w.capability, "attempt "+rc.Attempt+" was confirmed")
+	}
+	// A value it was commanded to is no drift; the hand that moved it is
+	// overruled by the person who commanded it.
+	e.clearAlarm(ctx, AlarmDrift, w.device, w.capability, "commanded to "+w.value.String()+" by "+w.principal)
 }
 
 // commitStep moves attempt a to state and journals it with body.
@@ -248,7 +291,7 @@ func (e *Engine) lockTarget(target string, a Attempt) {
 
 func attemptBody(a *Attempt) AttemptBody {
 	return AttemptBody{Attempt: a.ID, Key: a.Key, State: a.State, Device: a.Device,
-		Capability: a.Capability, Value: a.Value, Principal: a.Principal, Authorization: a.Authorization}
+		Capability: a.Capability, Value: a.Value, Principal: a.Principal, Reason: a.Reason, Authorization: a.Authorization}
 }
 
 // failedQuiet is a failure that cannot be journaled (the journal is what failed).
@@ -260,73 +303,182 @@ func (e *Engine) failedQuiet(base Observation, why string, err error) Observatio
 	return base
 }
 
-// confirm verifies an actuation as its policy says, within its timeout.
-func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capability, pol *CapPolicy, v value.Value) (Confirmation, *value.Value, string) {
+// confirmSource names the reading that confirms an act on target under
+// pol, or "" when nothing is configured to confirm it.
+func confirmSource(target string, c *devices.Capability, pol *CapPolicy) string {
 	if pol == nil || pol.Confirm == nil {
-		return NotChecked, nil, "no confirmation configured"
+		return ""
 	}
 	cf := pol.Confirm
-	within := cf.Within
-	if within <= 0 {
-		within = 5 * time.Second
+	switch {
+	case cf.ReadBack && c.ReadBack:
+		return target
+	case cf.Feedback != "":
+		return cf.Feedback
 	}
-	deadline := e.now().Add(within)
-	var last *value.Value
-	var lastErr error
+	return cf.Sensor
+}
+
+// confirmation is what confirm found.
+type confirmation struct {
+	class    Confirmation
+	observed *value.Value
+	detail   string
+}
+
+// confirm verifies an actuation to v as its policy says. It reads the
+// confirming reading (the read-back, a feedback or a sensor) every 250ms:
+//
+//   - once it holds (equals v, or the sensor's condition holds), the act
+//     reached its value; with a watch window, it must keep holding for
+//     that long, or it returned;
+//   - with start_within, it must have moved from before (its value just
+//     before the act) by then, or the act did not start;
+//   - by travel_within it must have reached the value, or it ended at the
+//     wrong value;
+//   - with no good reading at all, it is unconfirmed.
+func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capability, pol *CapPolicy, v value.Value, before *devices.Reading) confirmation {
+	source := confirmSource(ref(ent.Device.ID, c.Name), c, pol)
+	if source == "" {
+		return confirmation{class: NotChecked, detail: "no confirmation configured"}
+	}
+	cf := pol.Confirm
+	bySensor := source == cf.Sensor && cf.Feedback == ""
+	op := cf.Op
+	if bySensor {
+		when := cf.When
+		if when == nil && c.Type == value.TypeBool {
+			t := value.Bool(true)
+			when = &t
+		}
+		if when != nil && !v.Equal(*when) {
+			if c.Type != value.TypeBool {
+				return confirmation{class: NotChecked, detail: cf.Sensor + " confirms acts to " + when.String() + " only"}
+			}
+			// The other value of a bool: the condition must stop holding
+			// (a valve closed, the flow stops).
+			op = negate(op)
+		}
+	}
+	holds := func(got value.Value) bool {
+		if bySensor {
+			return op.Holds(got, cf.Value)
+		}
+		return got.Equal(v)
+	}
+	want := "= " + v.String()
+	if bySensor {
+		want = string(op) + " " + cf.Value.String()
+	}
+	read := func() (value.Value, bool, error) {
+		dev, capability := splitRef(source)
+		sent, found := e.reg.Lookup(dev)
+		if !found {
+			return value.Value{}, false, errors.New(dev + " is not online")
+		}
+		rd, err := e.driverRead(ctx, sent.Driver, dev, capability)
+		if err != nil {
+			return value.Value{}, false, err
+		}
+		return rd.Value, rd.Quality == devices.QualityGood, nil
+	}
+	var from *value.Value
+	if before != nil && before.Quality == devices.QualityGood && !holds(before.Value) {
+		b := before.Value
+		from = &b
+	}
+	started := func(got value.Value) bool {
+		if from == nil {
+			return true
+		}
+		if got.Type != value.TypeNumber || from.Type != value.TypeNumber {
+			return !got.Equal(*from)
+		}
+		switch {
+		case bySensor:
+			switch op {
+			case governance.OpGT, governance.OpGE:
+				return got.Num > from.Num
+			case governance.OpLT, governance.OpLE:
+				return got.Num < from.Num
+			}
+			return got.Num != from.Num
+		default: // moved towards v
+			return math.Abs(got.Num-v.Num) < math.Abs(from.Num-v.Num)
+		}
+	}
+	travel := cmp.Or(cf.Within, 5*time.Second)
+	start := e.now()
+	var (
+		last      *value.Value
+		lastErr   error
+		moved     bool
+		reachedAt time.Time
+	)
 	for {
-		var got value.Value
-		var ok bool
-		if cf.ReadBack && c.ReadBack {
-			rd, err := e.driverRead(ctx, ent.Driver, ent.Device.ID, c.Name)
-			if err == nil {
-				got, last, ok = rd.Value, &rd.Value, rd.Value.Equal(v)
+		got, good, err := read()
+		now := e.now()
+		lastErr = err
+		if err == nil && good {
+			g := got
+			last = &g
+			switch {
+			case reachedAt.IsZero() && holds(got):
+				reachedAt = now
+			case !reachedAt.IsZero() && !holds(got):
+				return confirmation{class: Returned, observed: last, detail: fmt.Sprintf("%s reached %s, then went back to %s within %s of reaching it (watch %s)",
+					source, want, got, now.Sub(reachedAt).Round(time.Millisecond), cf.Watch)}
 			}
-			lastErr = err
-		} else if sensor := cmp.Or(cf.Feedback, cf.Sensor); sensor != "" {
-			dev, capability := splitRef(sensor)
-			if sent, found := e.reg.Lookup(dev); found {
-				rd, err := e.driverRead(ctx, sent.Driver, dev, capability)
-				if err == nil {
-					got = rd.Value
-					holds := got.Equal(v)
-					if cf.Feedback == "" {
-						holds = cf.Op.Holds(got, cf.Value)
-					}
-					last, ok = &got, rd.Quality == devices.QualityGood && holds
+			moved = moved || started(got)
+		}
+		switch {
+		case !reachedAt.IsZero() && now.Sub(reachedAt) >= cf.Watch:
+			return confirmation{class: Confirmed, observed: last}
+		case reachedAt.IsZero() && cf.StartWithin > 0 && !moved && last != nil && now.Sub(start) >= cf.StartWithin:
+			return confirmation{class: NotStarted, observed: last, detail: fmt.Sprintf("%s stayed at %s for %s (start_within %s); want %s",
+				source, last, now.Sub(start).Round(time.Millisecond), cf.StartWithin, want)}
+		case reachedAt.IsZero() && now.Sub(start) >= travel:
+			if last == nil {
+				why := "no good reading of " + source + " within " + travel.String()
+				if lastErr != nil {
+					why += ": " + lastErr.Error()
 				}
-				lastErr = err
-			} else {
-				lastErr = errors.New(dev + " is not online")
+				return confirmation{class: Unconfirmed, detail: why}
 			}
+			if cf.StartWithin > 0 && !moved {
+				return confirmation{class: NotStarted, observed: last, detail: fmt.Sprintf("%s stayed at %s for %s; want %s", source, last, travel, want)}
+			}
+			return confirmation{class: WrongFinal, observed: last, detail: fmt.Sprintf("%s is %s after %s (travel_within); want %s", source, last, travel, want)}
+		}
+		wait := 250 * time.Millisecond
+		if reachedAt.IsZero() {
+			wait = min(wait, max(time.Millisecond, start.Add(travel).Sub(now)))
 		} else {
-			return NotChecked, nil, "no confirmation configured"
+			wait = min(wait, max(time.Millisecond, reachedAt.Add(cf.Watch).Sub(now)))
 		}
-		if ok {
-			return Confirmed, last, ""
-		}
-		if !e.now().Before(deadline) {
-			break
-		}
-		t := time.NewTimer(min(250*time.Millisecond, deadline.Sub(e.now())))
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Unconfirmed, last, "cancelled while confirming"
+			return confirmation{class: Unconfirmed, observed: last, detail: "cancelled while confirming"}
 		case <-t.C:
 		}
 	}
-	if last == nil {
-		why := "no reading within " + within.String()
-		if lastErr != nil {
-			why += ": " + lastErr.Error()
-		}
-		return Unconfirmed, nil, why
+}
+
+// negate returns the comparison that holds exactly when op does not.
+func negate(op governance.Op) governance.Op {
+	switch op {
+	case governance.OpGT:
+		return governance.OpLE
+	case governance.OpGE:
+		return governance.OpLT
+	case governance.OpLT:
+		return governance.OpGE
+	case governance.OpLE:
+		return governance.OpGT
+	case governance.OpEQ:
+		return governance.OpNE
 	}
-	if cf.ReadBack {
-		return Contradicted, last, fmt.Sprintf("read-back is %s after %s, want %s", last, within, v)
-	}
-	if cf.Feedback != "" {
-		return Contradicted, last, fmt.Sprintf("the feedback %s is %s after %s, want %s", cf.Feedback, last, within, v)
-	}
-	return Contradicted, last, fmt.Sprintf("%s is %s after %s, want %s %s", cf.Sensor, last, within, cf.Op, cf.Value)
+	return governance.OpEQ
 }

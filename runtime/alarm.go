@@ -153,7 +153,9 @@ type Alarm struct {
 func (a *Alarm) Active() bool { return a.State == AlarmActive || a.State == AlarmActiveAcked }
 
 // Unacknowledged reports whether a person must still acknowledge it.
-func (a *Alarm) Unacknowledged() bool { return a.State == AlarmActive || a.State == AlarmClearedUnacked }
+func (a *Alarm) Unacknowledged() bool {
+	return a.State == AlarmActive || a.State == AlarmClearedUnacked
+}
 
 // Shelved reports whether it is shelved at now.
 func (a *Alarm) Shelved(now time.Time) bool { return now.Before(a.ShelvedUntil) }

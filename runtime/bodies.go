@@ -36,6 +36,10 @@ import (
 //	checkpoint         CheckpointBody
 //	login              LoginBody
 //	link               LinkBody
+//	safe_drive         SafeDriveBody
+//	drift              DriftBody
+//	schedule_skipped   ScheduleSkippedBody
+//	schedule_missed    ScheduleMissedBody
 
 // StartedBody is the body of a started event. A run restored after a
 // restart names the step it resumes at and the approval it waits for.
@@ -58,6 +62,7 @@ type AttemptBody struct {
 	Device        string       `json:"device"`
 	Key           string       `json:"key"`
 	Principal     string       `json:"principal"`
+	Reason        string       `json:"reason,omitempty"`
 	State         AttemptState `json:"state"`
 	Value         value.Value  `json:"value"`
 }

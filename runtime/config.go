@@ -36,6 +36,11 @@ type config struct {
 	modes    map[string]governance.Mode
 	rules    []governance.Rule
 	plans    map[string]*Plan
+	// whileBy names, by "device.capability" of a reading, the actuators
+	// whose running interlocks read it; guarded lists, sorted, every
+	// actuator with running interlocks.
+	whileBy map[string][]string
+	guarded []string
 	// policy is what the judge sees: the modes and every rule in force,
 	// those of the configuration and those made by approvals. It is
 	// rebuilt, in a new snapshot, whenever a rule comes or goes.
@@ -49,8 +54,23 @@ func checkConfig(c Config) (*config, error) {
 		modes:    governance.ShippedModes(),
 		plans:    make(map[string]*Plan, len(c.Plans)),
 	}
-	for k, p := range c.Policies {
+	out.whileBy = map[string][]string{}
+	for _, k := range slices.Sorted(maps.Keys(c.Policies)) {
+		p := c.Policies[k]
+		if err := p.check(k); err != nil {
+			return nil, err
+		}
 		out.policies[k] = &p
+		if len(p.While) > 0 {
+			out.guarded = append(out.guarded, k)
+		}
+		seen := map[string]bool{}
+		for _, w := range p.While {
+			if !seen[w.Sensor] {
+				seen[w.Sensor] = true
+				out.whileBy[w.Sensor] = append(out.whileBy[w.Sensor], k)
+			}
+		}
 	}
 	for _, m := range c.Modes {
 		if err := governance.CheckConfigured(m); err != nil {

@@ -111,6 +111,7 @@ type Engine struct {
 	facts     facts
 	links     links
 	alarms    alarms
+	safety    safety
 	bus       bus
 	unhealthy atomic.Pointer[string]
 
@@ -181,6 +182,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		receipts:  map[string]Receipt{},
 	}
 	e.alarms.m = map[string]*Alarm{}
+	e.safety.init()
 	e.bus.ch = make(chan struct{})
 	if n, ok := opts.Journal.(notifier); ok {
 		n.Notify(e.bus.publish)
@@ -277,7 +279,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, d := range e.reg.Devices() {
 		for _, c := range d.Capabilities {
-			if c.Kind == devices.KindSensor && c.Poll > 0 {
+			if c.Readable() && c.Poll > 0 {
 				wg.Go(func() { e.poll(ctx, d.ID, c.Name, c.Poll) })
 			}
 		}
@@ -289,6 +291,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.startSchedules(ctx, &wg)
 	wg.Go(func() { e.sweep(ctx) })
+	wg.Go(func() { e.guard(ctx) })
 	wg.Wait()
 	return e.Close()
 }

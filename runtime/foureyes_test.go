@@ -342,7 +342,7 @@ func TestObservationOutcome(t *testing.T) {
 		obs  runtime.Observation
 		want string
 	}{
-		{runtime.Observation{Kind: runtime.Acted, Receipt: &runtime.Receipt{Confirmation: runtime.Contradicted}}, "contradicted"},
+		{runtime.Observation{Kind: runtime.Acted, Receipt: &runtime.Receipt{Confirmation: runtime.WrongFinal}}, "contradicted"},
 		{runtime.Observation{Kind: runtime.Acted, Receipt: &runtime.Receipt{Confirmation: runtime.Unconfirmed}}, "acted"},
 		{runtime.Observation{Kind: runtime.Acted}, "acted"},
 		{runtime.Observation{Kind: runtime.Completed}, "completed"},

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -30,8 +31,25 @@ type Confirm struct {
 	Sensor string
 	Op     governance.Op
 	Value  value.Value
-	// Within bounds the wait for confirmation. Zero means 5s.
+	// When is the value whose acts the sensor's condition confirms. For a
+	// bool actuator it defaults to true, and an act to false is confirmed
+	// by the condition no longer holding (the valve closed, the flow
+	// stopped); for another type, acts to other values are not checked by
+	// the sensor. Nil for another type means every act.
+	When *value.Value
+	// Within (travel_within) bounds the wait for the value or condition
+	// to be reached. Zero means 5s.
 	Within time.Duration
+	// StartWithin, if set, is how soon the confirming reading must move
+	// from where it stood before the act; if it does not, the act did not
+	// start (not_started).
+	StartWithin time.Duration
+	// Watch, if set, keeps watching for this long once the value was
+	// reached: leaving it within the window is returned.
+	Watch time.Duration
+	// OnDiscrepancy says what follows a discrepancy besides the alarm:
+	// "alarm" (nothing more) or "safe" (the actuator is driven to safe).
+	OnDiscrepancy string
 }
 
 // CapPolicy is the governance of one capability: what it does to the world
@@ -43,9 +61,34 @@ type CapPolicy struct {
 	Envelope   *governance.Envelope
 	Interlocks []governance.Condition
 	Confirm    *Confirm
-	// Safe is the value the gateway would drive the actuator to.
+	// Safe is the value the gateway drives the actuator to when it must
+	// make it safe: a TTL ran out, a running interlock broke, a
+	// discrepancy with OnDiscrepancy "safe", a stop, or a start with
+	// OnStart "safe".
 	Safe *value.Value
+	// TTL, if set, makes every actuation to a value other than Safe a
+	// dead man: it reverts to Safe after TTL unless renewed by commanding
+	// the same value again.
+	TTL time.Duration
+	// While holds the running interlocks: while the actuator is away from
+	// Safe, they are evaluated on every new reading of their sensors and
+	// on staleness; when one stops holding, the actuator is driven to
+	// Safe. They are also checked, as permissives, before every act.
+	While []governance.Condition
+	// OnStart "safe" drives the actuator to Safe when the gateway starts;
+	// "" or "keep" leaves it as it is.
+	OnStart string
+	// OnStop "keep" leaves the actuator as it is when the gateway stops;
+	// "" or "safe" drives it to Safe (when Safe is set).
+	OnStop string
 }
+
+// The values of OnStart, OnStop and Confirm.OnDiscrepancy.
+const (
+	SafeKeep  = "keep"
+	SafeDrive = "safe"
+	SafeAlarm = "alarm"
+)
 
 // Profile returns the effect profile of a step on capability c of device d:
 // a sensor reads its scope; an actuator writes it, with the declared effects
@@ -117,12 +160,16 @@ func (f *facts) get(sensor string) (devices.Reading, bool) {
 	return r, ok
 }
 
-func (f *facts) put(sensor string, r devices.Reading) {
+// put keeps r as sensor's reading unless it is older than the one kept.
+// It returns the reading it replaced, if any.
+func (f *facts) put(sensor string, r devices.Reading) (devices.Reading, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if old, ok := f.m[sensor]; !ok || !r.At.Before(old.At) {
+	old, ok := f.m[sensor]
+	if !ok || !r.At.Before(old.At) {
 		f.m[sensor] = r
 	}
+	return old, ok
 }
 
 // markBad keeps the last value of sensor but marks it bad, after a failed read.
@@ -177,4 +224,33 @@ func (c *changes) record(now time.Time) {
 	}
 	c.times = append(kept, now)
 	c.last = now
+}
+
+// check says what is wrong with the safety features of the capability
+// named target: each needs a safe value to drive to.
+func (p *CapPolicy) check(target string) error {
+	need := func(what string) error {
+		return errors.New(target + ": " + what + " needs a safe value to drive to")
+	}
+	switch {
+	case p.Safe == nil && p.TTL > 0:
+		return need("a ttl")
+	case p.Safe == nil && len(p.While) > 0:
+		return need("a running interlock (while)")
+	case p.Safe == nil && p.OnStart == SafeDrive:
+		return need("on_start: safe")
+	case p.Safe == nil && p.Confirm != nil && p.Confirm.OnDiscrepancy == SafeDrive:
+		return need("on_contradiction: safe")
+	case p.TTL < 0:
+		return errors.New(target + ": a ttl cannot be negative")
+	}
+	for _, v := range []string{p.OnStart, p.OnStop} {
+		if v != "" && v != SafeKeep && v != SafeDrive {
+			return errors.New(target + `: on_start and on_stop are "safe" or "keep", not "` + v + `"`)
+		}
+	}
+	if c := p.Confirm; c != nil && c.OnDiscrepancy != "" && c.OnDiscrepancy != SafeAlarm && c.OnDiscrepancy != SafeDrive {
+		return errors.New(target + `: on_contradiction is "alarm" or "safe", not "` + c.OnDiscrepancy + `"`)
+	}
+	return nil
 }

@@ -108,6 +108,8 @@ func (e *Engine) keepReading(device, capability string, rd devices.Reading) devi
 	if rd.Quality == 0 {
 		rd.Quality = devices.QualityGood
 	}
-	e.facts.put(ref(device, capability), rd)
+	name := ref(device, capability)
+	old, hadOld := e.facts.put(name, rd)
+	e.onReading(name, old, hadOld, rd)
 	return rd
 }

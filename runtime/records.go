@@ -55,13 +55,36 @@ func (s AttemptState) Terminal() bool {
 // Confirmation says what the world confirmed after an actuation.
 type Confirmation string
 
-// The confirmations of a receipt.
+// The confirmations of a receipt. An actuation whose world did not follow
+// is one of three discrepancy classes: it never started, it ended at the
+// wrong value, or it reached the value and went back.
 const (
-	Confirmed    Confirmation = "confirmed"
-	Contradicted Confirmation = "contradicted"
-	Unconfirmed  Confirmation = "unconfirmed"
-	NotChecked   Confirmation = "not_checked"
+	Confirmed Confirmation = "confirmed"
+	// NotStarted: the confirming reading did not move from where it was
+	// within start_within.
+	NotStarted Confirmation = "not_started"
+	// WrongFinal: within travel_within the reading did not reach the
+	// commanded value or condition (it may have started).
+	WrongFinal Confirmation = "wrong_final"
+	// Returned: it reached the value, then left it within the watch
+	// window.
+	Returned Confirmation = "returned"
+	// Unconfirmed: no good reading could be had to tell.
+	Unconfirmed Confirmation = "unconfirmed"
+	// NotChecked: nothing was configured to confirm it.
+	NotChecked Confirmation = "not_checked"
 )
+
+// Discrepant reports whether the world did not follow the act: the act
+// must never be taken for a success. Receipts journaled before the
+// classes were told apart say "contradicted", which is discrepant too.
+func (c Confirmation) Discrepant() bool {
+	switch c {
+	case NotStarted, WrongFinal, Returned, "contradicted":
+		return true
+	}
+	return false
+}
 
 // Receipt is what an actuation did: what the driver answered and what the
 // world confirmed.
@@ -78,6 +101,10 @@ type Receipt struct {
 	Observed *value.Value `json:"observed,omitempty"`
 	Detail   string       `json:"detail,omitempty"`
 	At       time.Time    `json:"at"`
+	// Until is when the actuation's dead-man TTL runs out: unless the same
+	// value is commanded again before then, the gateway drives the
+	// actuator to its safe value. Zero when it has no TTL.
+	Until time.Time `json:"until,omitzero"`
 }
 
 // Attempt is the journal's record of one actuation, keyed by its
@@ -91,6 +118,9 @@ type Attempt struct {
 	Capability string      `json:"capability"`
 	Value      value.Value `json:"value"`
 	Principal  string      `json:"principal"`
+	// Reason is why it was asked for: the request's reason, or what made
+	// the gateway drive it to safe.
+	Reason string `json:"reason,omitempty"`
 	// Digest binds the attempt to the exact act.
 	Digest string       `json:"digest"`
 	State  AttemptState `json:"state"`

@@ -205,8 +205,8 @@ func TestStuckActuatorIsContradicted(t *testing.T) {
 		w.g.SetFault("valve-1", sim.Fault{Stuck: true})
 		obs := w.do("mqtt:alice", "c1", "valve-1", "open", on)
 		want(t, obs, runtime.Acted, "")
-		if obs.Receipt.Confirmation != runtime.Contradicted || !strings.Contains(obs.Receipt.Detail, "read-back is false") {
-			t.Fatalf("receipt = %+v, want contradicted", obs.Receipt)
+		if obs.Receipt.Confirmation != runtime.WrongFinal || !strings.Contains(obs.Receipt.Detail, "valve-1.open is false after") {
+			t.Fatalf("receipt = %+v, want wrong_final", obs.Receipt)
 		}
 		if got := obs.Outcome(); got != "contradicted" {
 			t.Fatalf("Outcome() = %q, want contradicted", got)

@@ -56,7 +56,7 @@ type Observation struct {
 func (o Observation) Outcome() string {
 	switch o.Kind {
 	case Acted:
-		if o.Receipt != nil && o.Receipt.Confirmation == Contradicted {
+		if o.Receipt != nil && o.Receipt.Confirmation.Discrepant() {
 			return "contradicted"
 		}
 		return "acted"

@@ -145,7 +145,7 @@ func TestReadBackContradictsAnotherConfirmation(t *testing.T) {
 	}
 	ev := w.outcome(obs.Run)
 	var rc runtime.Receipt
-	if err := json.Unmarshal(ev.Body, &rc); err != nil || rc.Confirmation != runtime.Contradicted ||
+	if err := json.Unmarshal(ev.Body, &rc); err != nil || rc.Confirmation != runtime.WrongFinal ||
 		!strings.Contains(rc.Detail, "the read-back of valve-1.open is false, not the commanded true") {
 		t.Fatalf("act on a stuck valve confirmed by a sensor = %s (%v); want contradicted by the read-back", ev.Body, err)
 	}

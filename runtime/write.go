@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -23,6 +24,10 @@ type writeReq struct {
 	value      value.Value
 	// resume is the approved approval being carried out, or nil.
 	resume *Approval
+	// safety, when set, is the trigger of a drive to safe: it is not
+	// judged, asks nobody and passes a locked actuator, for driving to
+	// safe is never held up; it is witnessed like every act.
+	safety string
 }
 
 // write is the write step. It returns an ApprovalRequest when it parks.
@@ -60,6 +65,9 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 	} else if found {
 		return e.replay(ctx, base, prev, dg)
 	}
+	if w.safety != "" {
+		return e.act(ctx, w, base, ent, c, e.conf().policies[target], dg, "safety:"+w.safety)
+	}
 	if a, locked := e.lockedBy(target); locked {
 		return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
 			Why: target + " is locked: attempt " + a.ID + " (key " + a.Key + ") has an unknown effect (" + a.Why + "); an admin must resolve it"}, w.value)
@@ -82,7 +90,9 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 				env = *pol.Envelope
 				env.Type = c.Type
 			}
-			conds = pol.Interlocks
+			// A running interlock is also a permissive: an act it would
+			// undo at once is not made.
+			conds = append(slices.Clip(pol.Interlocks), pol.While...)
 		}
 		if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
 			for _, s := range c.Enum {

@@ -169,7 +169,11 @@ func serve(args []string, stderr io.Writer) int {
 	defer stop()
 	hup, stopHangups := takeHangups(log)
 	defer stopHangups()
-	sd := startNotify(ctx, log)
+	// The shutdown, as systemd is told of it (STOPPING), begins once the
+	// gateway drove its actuators to safe, or when it ends.
+	shutdown, stopping := context.WithCancel(context.Background())
+	defer stopping()
+	sd := startNotify(shutdown, log)
 	defer sd.close()
 	cfg, fixtures, err := load(*configPath, demo)
 	if err != nil {
@@ -226,10 +230,12 @@ func serve(args []string, stderr io.Writer) int {
 				host, port, demoUser, demoPassword, m.Prefix)
 		}
 	}
-	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: demo != "", Logger: log, Ready: ready}); err != nil {
+	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: demo != "", Logger: log, Ready: ready, Stopping: stopping}); err != nil {
+		stopping()
 		log.Error("gateway failed", "error", err)
 		return exitUnavailable
 	}
+	stopping()
 	return exitOK
 }
 

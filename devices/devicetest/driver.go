@@ -42,12 +42,19 @@ type Fault struct {
 	// devices.BadRequest) tests how the caller handles it; the error is
 	// returned inside an *devices.OpError.
 	WriteErr, ReadErr error
+	// Travel makes an actuator slow: a write is acknowledged at once and
+	// passed on only after Travel, as a valve that takes its time to move.
+	Travel time.Duration
+	// Returns makes an actuator go back: Returns after a write was passed
+	// on, the value it had before is written again, as a spring-return
+	// valve or a contactor that drops out.
+	Returns time.Duration
 }
 
 // healthy reports whether f injects nothing.
 func (f Fault) healthy() bool {
 	return !f.Offline && !f.Stuck && f.WriteDelay == 0 && f.ReadDelay == 0 && f.AckDelay == 0 && !f.LostAck &&
-		f.WriteErr == nil && f.ReadErr == nil
+		f.WriteErr == nil && f.ReadErr == nil && f.Travel == 0 && f.Returns == 0
 }
 
 // Options configure a wrapper. The zero value injects nothing.
@@ -73,10 +80,15 @@ type Driver struct {
 	// it without a lock.
 	faults atomic.Pointer[faultSet]
 
-	// mu guards counts and the cache of Devices, and serializes SetFault.
+	// mu guards counts, the cache of Devices, later and closed, and
+	// serializes SetFault.
 	mu     sync.Mutex
 	counts map[call]int
 	cache  devicesCache
+	// later holds the writes Travel and Returns left for later; Close
+	// stops them.
+	later  []*time.Timer
+	closed bool
 }
 
 // faultSet is the faults in force, never modified once stored.
@@ -158,7 +170,37 @@ func (w *Driver) count(op, device, capability string) {
 func (w *Driver) Open(ctx context.Context) error { return w.inner.Open(ctx) }
 
 // Close closes the wrapped driver.
-func (w *Driver) Close() error { return w.inner.Close() }
+func (w *Driver) Close() error {
+	w.mu.Lock()
+	w.closed = true
+	for _, t := range w.later {
+		t.Stop()
+	}
+	w.later = nil
+	w.mu.Unlock()
+	return w.inner.Close()
+}
+
+// afterwards writes v to the wrapped driver after d, unless the wrapper
+// is closed first.
+func (w *Driver) afterwards(d time.Duration, device, capability string, v value.Value, then func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.later = append(w.later, time.AfterFunc(d, func() {
+		w.mu.Lock()
+		closed := w.closed
+		w.mu.Unlock()
+		if closed {
+			return
+		}
+		if err := w.inner.Write(context.Background(), device, capability, v); err == nil && then != nil {
+			then()
+		}
+	}))
+}
 
 // Devices returns the wrapped driver's devices, without the offline ones.
 // The caller must not modify the returned slice.
@@ -237,9 +279,23 @@ func (w *Driver) Write(ctx context.Context, device, capability string, v value.V
 	if f.WriteErr != nil {
 		return opErr(f.WriteErr)
 	}
-	if !f.Stuck {
+	var back func()
+	if f.Returns > 0 && !f.Stuck {
+		if rd, err := w.inner.Read(ctx, device, capability); err == nil && !rd.Value.Equal(v) {
+			was := rd.Value
+			back = func() { w.afterwards(f.Returns, device, capability, was, nil) }
+		}
+	}
+	switch {
+	case f.Stuck:
+	case f.Travel > 0:
+		w.afterwards(f.Travel, device, capability, v, back)
+	default:
 		if err := w.inner.Write(ctx, device, capability, v); err != nil {
 			return err
+		}
+		if back != nil {
+			back()
 		}
 	}
 	if err := wait(ctx, f.AckDelay); err != nil {

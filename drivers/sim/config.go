@@ -50,6 +50,11 @@ type FaultConfig struct {
 	// LostAck makes a write that took effect answer "outcome unknown", as
 	// a device whose acknowledgement never came.
 	LostAck bool `yaml:"lost_ack"`
+	// Travel makes an actuator slow: a write is acknowledged at once and
+	// takes effect after this long. Returns makes it go back to where it
+	// was this long after a write took effect.
+	Travel  string `yaml:"travel"`
+	Returns string `yaml:"returns"`
 	// WriteError and ReadError make calls fail with this message.
 	WriteError string `yaml:"write_error"`
 	ReadError  string `yaml:"read_error"`
@@ -111,7 +116,8 @@ func configure(in devices.Instance, devs []devices.Device) devices.Builder {
 			key string
 			s   string
 			to  *time.Duration
-		}{{"write_delay", fc.WriteDelay, &f.WriteDelay}, {"ack_delay", fc.AckDelay, &f.AckDelay}, {"read_delay", fc.ReadDelay, &f.ReadDelay}} {
+		}{{"write_delay", fc.WriteDelay, &f.WriteDelay}, {"ack_delay", fc.AckDelay, &f.AckDelay}, {"read_delay", fc.ReadDelay, &f.ReadDelay},
+			{"travel", fc.Travel, &f.Travel}, {"returns", fc.Returns, &f.Returns}} {
 			if d.s == "" {
 				continue
 			}

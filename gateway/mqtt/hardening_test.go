@@ -347,7 +347,7 @@ func TestContradictedActIsNotReportedAsActed(t *testing.T) {
 	replies := subscribe(t, alice, prefix+"reply/valve-1/open")
 	publish(t, alice, prefix+"cmd/valve-1/open", 1, `{"value": true, "id": "stuck-1"}`)
 	r := nextReply(t, replies, "the reply to a stuck valve")
-	if r.Outcome != command.OutcomeContradicted || r.ID != "stuck-1" || r.Receipt == nil || r.Receipt.Confirmation != runtime.Contradicted || r.Why == "" {
+	if r.Outcome != command.OutcomeContradicted || r.ID != "stuck-1" || r.Receipt == nil || r.Receipt.Confirmation != runtime.WrongFinal || r.Why == "" {
 		t.Fatalf("reply = %+v", r)
 	}
 }
