@@ -533,11 +533,11 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 	}
 	for i, ic := range cc.While {
 		ip := p.with("while", i)
+		if ic.Sensor == device+"."+cc.Name {
+			c.errf(ip.with("sensor"), "a running interlock reads another device, not the actuator itself")
+			continue
+		}
 		if op, v, ok := c.condition(ip, ic.Sensor, ic.Op, &ic.Value); ok {
-			if ic.Sensor == device+"."+cc.Name {
-				c.errf(ip.with("sensor"), "a running interlock reads another device, not the actuator itself")
-				continue
-			}
 			pol.While = append(pol.While, governance.Condition{Sensor: ic.Sensor, Op: op, Value: v,
 				MaxAge: c.duration(ip.with("max_age"), ic.MaxAge, governance.DefaultMaxAge)})
 		}

@@ -1,5 +1,7 @@
 package runtime
 
+import "github.com/shadowgate/shadowgate/devices"
+
 // LockHeld reports whether e's lock is held at this moment, for the tests
 // that show foreign code is never called under it.
 func LockHeld(e *Engine) bool {
@@ -17,4 +19,10 @@ func DecideHeld(e *Engine) bool {
 		return false
 	}
 	return true
+}
+
+// KeepReading keeps a reading as a read step does, for the benchmark of
+// what a reading costs beyond the step (running interlocks, drift).
+func KeepReading(e *Engine, device, capability string, rd devices.Reading) {
+	e.keepReading(device, capability, rd)
 }
