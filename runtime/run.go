@@ -79,9 +79,15 @@ type Plan struct {
 	Every time.Duration
 }
 
+// commandPlan is the name of the one-step plan of a single command.
+const commandPlan = "command"
+
 func (p *Plan) validate() error {
 	if p.Name == "" {
 		return errors.New("a plan has no name")
+	}
+	if p.Name == commandPlan {
+		return errors.New(`plan name "command" is reserved for single commands`)
 	}
 	if len(p.Steps) == 0 {
 		return errors.New("plan " + p.Name + " has no steps")
@@ -319,9 +325,9 @@ func (e *Engine) Do(ctx context.Context, cmd Command) (Observation, error) {
 	if !cmd.Value.IsZero() {
 		op = OpWrite
 	}
-	plan := &Plan{Name: "command", Lease: e.opts.CommandLease,
+	plan := &Plan{Name: commandPlan, Lease: e.opts.CommandLease,
 		Steps: []PlanStep{{Op: op, Device: cmd.Device, Capability: cmd.Capability, Value: cmd.Value}}}
-	r, seen, err := e.newRequest(key, plan, cmd.Principal, cmd.Origin, cmd.RequestID, cmd.Reason, cmd.ReplyTo)
+	r, seen, err := e.newRequest(key, plan, false, cmd.Principal, cmd.Origin, cmd.RequestID, cmd.Reason, cmd.ReplyTo)
 	if err != nil {
 		return Observation{}, err
 	}
@@ -366,7 +372,41 @@ type StartPlan struct {
 	ReplyTo string
 }
 
-// StartPlan starts a run of a configured plan and returns its record at once.
+// ErrPlanRunning is returned by StartPlan for a plan with a run that has
+// not ended (running, or parked waiting for an approval): a plan runs one
+// run at a time, whoever starts it. The error is a *PlanRunningError that
+// names the run.
+var ErrPlanRunning = errors.New("a run of the plan has not ended")
+
+// PlanRunningError is the error of a start refused because a run of the
+// plan has not ended. It matches ErrPlanRunning with errors.Is. Its text
+// names only the plan and the run, so a surface may show it.
+type PlanRunningError struct {
+	Plan string
+	// Run is the id of the run that has not ended, Status where it stands
+	// and Approval the approval it waits for, if parked.
+	Run      string
+	Status   RunStatus
+	Approval string
+}
+
+func (e *PlanRunningError) Error() string {
+	s := "plan " + e.Plan + " is already running as " + e.Run
+	if e.Status == RunParked && e.Approval != "" {
+		s += " (parked, waiting for approval " + e.Approval + ")"
+	}
+	return s + "; a plan runs one run at a time: wait for it to end or cancel it"
+}
+
+// Unwrap returns ErrPlanRunning.
+func (e *PlanRunningError) Unwrap() error { return ErrPlanRunning }
+
+// StartPlan starts a run of a configured plan and returns its record at
+// once. A start with the RequestID of an earlier one returns that run's
+// record. While a run of the plan has not ended, a new start is refused
+// with a *PlanRunningError (ErrPlanRunning), whoever asks; nothing is
+// journaled of it. It returns ErrUnknownPlan for a plan not configured
+// and ErrStopped once the engine has stopped.
 func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error) {
 	p, ok := e.conf().plans[sp.Plan]
 	if !ok {
@@ -379,7 +419,7 @@ func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error)
 	if sp.RequestID != "" {
 		key = sp.Principal + "/run/" + sp.RequestID
 	}
-	r, seen, err := e.newRequest(key, p, sp.Principal, sp.Origin, sp.RequestID, sp.Reason, sp.ReplyTo)
+	r, seen, err := e.newRequest(key, p, true, sp.Principal, sp.Origin, sp.RequestID, sp.Reason, sp.ReplyTo)
 	if err != nil {
 		return RunRecord{}, err
 	}
@@ -392,13 +432,21 @@ func (e *Engine) StartPlan(ctx context.Context, sp StartPlan) (RunRecord, error)
 
 // newRequest returns the run already made under the idempotency key, with
 // seen set, or makes a new run of p and files it under key. An empty key
-// files nothing. The caller starts a new run.
-func (e *Engine) newRequest(key string, p *Plan, principal, origin, requestID, reason, replyTo string) (r *run, seen bool, err error) {
+// files nothing. With alone set, it refuses a new run while a run of the
+// plan of that name has not ended. The caller starts a new run.
+func (e *Engine) newRequest(key string, p *Plan, alone bool, principal, origin, requestID, reason, replyTo string) (r *run, seen bool, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if key != "" {
 		if r, ok := e.requests[key]; ok {
 			return r, true, nil
+		}
+	}
+	if alone && e.life.Err() == nil {
+		// Checked and filed under one hold of mu: two starts at once
+		// cannot both find the plan idle.
+		if err := e.planRunningLocked(p.Name); err != nil {
+			return nil, false, err
 		}
 	}
 	r, err = e.newRunLocked(p, principal, origin, requestID, reason, replyTo)
@@ -434,15 +482,18 @@ func (e *Engine) start(r *run) {
 	})
 }
 
-func (e *Engine) planActive(name string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// planRunningLocked returns a *PlanRunningError naming a run of the plan
+// called name that has not ended, or nil. e.mu must be held.
+func (e *Engine) planRunningLocked(name string) error {
 	for _, r := range e.runs {
-		if r.plan.Name == name && r.record().Status != RunEnded {
-			return true
+		if r.plan.Name != name {
+			continue
+		}
+		if rec := r.record(); rec.Status != RunEnded {
+			return &PlanRunningError{Plan: name, Run: rec.ID, Status: rec.Status, Approval: rec.Approval}
 		}
 	}
-	return false
+	return nil
 }
 
 // Runs returns the records of the runs this engine knows, newest first.
