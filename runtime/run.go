@@ -75,8 +75,17 @@ type Plan struct {
 	// ContinueOnFailure makes a failed step not end the run. A refused step
 	// always ends it.
 	ContinueOnFailure bool
-	// Every starts the plan on a schedule; zero means never.
+	// Every starts the plan every so long; zero means never. It excludes
+	// At.
 	Every time.Duration
+	// At starts the plan at times of day by the wall clock; nil means
+	// never. It excludes Every. See ClockSchedule.Next for when it fires.
+	At *ClockSchedule
+	// CatchUp, with At, starts the plan once when the engine starts if
+	// firings of At were missed while the gateway was not running (or
+	// when the wall clock is set forward past them). Without it missed
+	// firings are reported, never run late.
+	CatchUp bool
 }
 
 // commandPlan is the name of the one-step plan of a single command.
@@ -91,6 +100,18 @@ func (p *Plan) validate() error {
 	}
 	if len(p.Steps) == 0 {
 		return errors.New("plan " + p.Name + " has no steps")
+	}
+	switch {
+	case p.Every < 0:
+		return errors.New("plan " + p.Name + ": every must not be negative")
+	case p.Every > 0 && p.At != nil:
+		return errors.New("plan " + p.Name + ": every and at are exclusive")
+	case p.CatchUp && p.At == nil:
+		return errors.New("plan " + p.Name + ": catch_up needs a clock schedule (at)")
+	case p.At != nil:
+		if err := p.At.validate(); err != nil {
+			return errors.New("plan " + p.Name + ": " + err.Error())
+		}
 	}
 	for i, s := range p.Steps {
 		where := "plan " + p.Name + " step " + strconv.Itoa(i+1)
