@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -8,10 +9,23 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// PlanConfig is a named plan.
+// PlanConfig is a named plan. It starts by itself every so long (every),
+// or at times of day (at: one time or a list, in zone, on weekdays), or
+// only when asked.
 type PlanConfig struct {
-	Name      string       `yaml:"name"`
-	Every     string       `yaml:"every"`
+	Name  string `yaml:"name"`
+	Every string `yaml:"every"`
+	// At is a time of day ("06:30") or a list of them.
+	At yaml.Node `yaml:"at"`
+	// Zone is the IANA time zone of at ("Europe/Berlin"); empty means the
+	// gateway's local zone.
+	Zone string `yaml:"zone"`
+	// Weekdays are the days at fires on (mon ... sun); absent means every
+	// day.
+	Weekdays []string `yaml:"weekdays"`
+	// CatchUp runs the plan once at start when firings of at were missed
+	// while the gateway was not running.
+	CatchUp   bool         `yaml:"catch_up"`
 	OnFailure string       `yaml:"on_failure"`
 	Lease     LeaseConfig  `yaml:"lease"`
 	Steps     []StepConfig `yaml:"steps"`
@@ -41,6 +55,10 @@ func (c *checker) plan(p path, pc PlanConfig) (runtime.Plan, bool) {
 	if !namePattern.MatchString(pc.Name) {
 		c.errf(p.with("name"), "%q is not a valid plan name", pc.Name)
 	}
+	if pc.Name == "command" {
+		c.errf(p.with("name"), "plan name command is reserved for single commands; choose another name")
+	}
+	pl.At, pl.CatchUp = c.clock(p, pc), pc.CatchUp
 	switch pc.OnFailure {
 	case "", "end":
 	case "continue":
@@ -94,4 +112,78 @@ func (c *checker) plan(p path, pc PlanConfig) (runtime.Plan, bool) {
 		}
 	}
 	return pl, len(c.errs) == n
+}
+
+// clock checks a plan's clock schedule: at, zone, weekdays and catch_up.
+// It returns nil for a plan without at.
+func (c *checker) clock(p path, pc PlanConfig) *runtime.ClockSchedule {
+	at := pc.At
+	if at.Kind == 0 || (at.Kind == yaml.ScalarNode && at.ShortTag() == "!!null") {
+		if pc.Zone != "" {
+			c.errf(p.with("zone"), "zone is the time zone of at; without at it means nothing")
+		}
+		if pc.Weekdays != nil {
+			c.errf(p.with("weekdays"), "weekdays are the days at fires on; without at they mean nothing")
+		}
+		if pc.CatchUp {
+			c.errf(p.with("catch_up"), "catch_up runs a plan whose at was missed; without at there is nothing to catch up")
+		}
+		return nil
+	}
+	if pc.Every != "" {
+		c.errf(p.with("at"), "every and at are exclusive: a plan starts every so long or at times of day, not both")
+	}
+	sch := &runtime.ClockSchedule{}
+	seen := map[runtime.TimeOfDay]bool{}
+	add := func(ip path, n *yaml.Node) {
+		if n.Kind != yaml.ScalarNode {
+			c.errf(ip, "expected a time of day like 06:30, found a list or a mapping")
+			return
+		}
+		t, err := runtime.ParseTimeOfDay(n.Value)
+		switch {
+		case err != nil:
+			c.errf(ip, "%v", err)
+		case seen[t]:
+			c.errf(ip, "%s appears twice in at", t)
+		default:
+			seen[t] = true
+			sch.Times = append(sch.Times, t)
+		}
+	}
+	switch at.Kind {
+	case yaml.SequenceNode:
+		if len(at.Content) == 0 {
+			c.errf(p.with("at"), "at lists no time of day; write at least one, like 06:30, or leave at out")
+		}
+		for i, n := range at.Content {
+			add(p.with("at", i), n)
+		}
+	default:
+		add(p.with("at"), &at)
+	}
+	if pc.Zone != "" {
+		loc, err := time.LoadLocation(pc.Zone)
+		if err != nil {
+			c.errf(p.with("zone"), "unknown time zone %s (write an IANA name like Europe/Berlin, from the system's time zone database)", strconv.Quote(pc.Zone))
+		}
+		sch.Zone = loc
+	}
+	if pc.Weekdays != nil && len(pc.Weekdays) == 0 {
+		c.errf(p.with("weekdays"), "weekdays lists no day; name at least one, or leave weekdays out for every day")
+	}
+	var days []time.Weekday
+	for i, s := range pc.Weekdays {
+		d, err := runtime.ParseWeekday(s)
+		switch {
+		case err != nil:
+			c.errf(p.with("weekdays", i), "%v", err)
+		case runtime.WeekdaysOf(days...).Has(d) && len(days) > 0:
+			c.errf(p.with("weekdays", i), "%s appears twice in weekdays", s)
+		default:
+			days = append(days, d)
+		}
+	}
+	sch.Weekdays = runtime.WeekdaysOf(days...)
+	return sch
 }
