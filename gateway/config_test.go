@@ -168,6 +168,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(string(examples.Demo))
 	f.Add(minimal)
 	f.Add(boardConfig) // a driver of another type, with options of its own
+	f.Add(guardedPump) // every safety feature in time, and alarm classes
 	for _, tc := range badConfigs {
 		f.Add(tc.yaml)
 	}

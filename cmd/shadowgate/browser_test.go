@@ -38,7 +38,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 	}
 	defer mc.Disconnect(50)
 	const p = "shadowgate/demo/"
-	mc.Subscribe(p+"reply/valve-1/open", 1, func(_ paho.Client, m paho.Message) {
+	mc.Subscribe(p+"reply/#", 1, func(_ paho.Client, m paho.Message) {
 		var r command.Reply
 		if json.Unmarshal(m.Payload(), &r) == nil {
 			replies <- r
@@ -110,9 +110,14 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 		if err := chromedp.Do(bctx, chromedp.EmulateViewport(size[0], size[1])); err != nil {
 			t.Fatal(err)
 		}
-		value := round == 0
+		// The pump is switched on (its read-back confirms it), then the
+		// valve closed (the flow, none, confirms it).
+		target, topic, value := "pump-1.on", "pump-1/on", true
+		if round == 1 {
+			target, topic, value = "valve-1.open", "valve-1/open", false
+		}
 		id := "browser-" + name
-		mc.Publish(p+"cmd/valve-1/open", 1, false, fmt.Sprintf(`{"value": %v, "id": %q, "reason": "browser test"}`, value, id)).Wait()
+		mc.Publish(p+"cmd/"+topic, 1, false, fmt.Sprintf(`{"value": %v, "id": %q, "reason": "browser test"}`, value, id)).Wait()
 		if r := reply("the first reply"); r.Outcome != command.OutcomePendingApproval || r.Approval == nil {
 			t.Fatalf("first reply = %+v", r)
 		}
@@ -124,7 +129,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"valve-1.open", "mqtt:demo via mqtt", "browser test", "Why it asks", "Expires", "Approve", "Deny"} {
+		for _, want := range []string{target, "mqtt:demo via mqtt", "browser test", "Why it asks", "Expires", "Approve", "Deny"} {
 			if !strings.Contains(text, want) {
 				shot("request-" + name)
 				t.Fatalf("the request at %s does not show %q:\n%s", name, want, text)

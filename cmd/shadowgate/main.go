@@ -225,7 +225,7 @@ func serve(args []string, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stderr, "\nMQTT on %s, user %s, password %s. Watch and command:\n"+
 				"  mosquitto_sub -h %s -p %s -u %s -P %s -t '%s#' -v\n"+
-				"  mosquitto_pub -h %s -p %s -u %s -P %s -t '%scmd/valve-1/open' -m '{\"value\": true, \"id\": \"try-1\"}'\n\n",
+				"  mosquitto_pub -h %s -p %s -u %s -P %s -t '%scmd/pump-1/on' -m '{\"value\": true, \"id\": \"try-1\"}'\n\n",
 				m.Listen, demoUser, demoPassword, host, port, demoUser, demoPassword, m.Prefix,
 				host, port, demoUser, demoPassword, m.Prefix)
 		}

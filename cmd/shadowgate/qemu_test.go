@@ -104,7 +104,7 @@ func crossBuild(t *testing.T, tg qemuTarget, version, dir string) string {
 
 // qemuDemoConfig is the demo greenhouse on ports the system picks, with
 // its state in dir, without its scheduled plan (its writes would ask at
-// their own time), and with a rule that lets anyone open the valve, so
+// their own time), and with a rule that lets anyone switch the pump, so
 // that an MQTT command acts without a person.
 func qemuDemoConfig(t *testing.T, dir string) string {
 	t.Helper()
@@ -125,7 +125,7 @@ func qemuDemoConfig(t *testing.T, dir string) string {
 	delete(cfg, "plans")
 	rules, _ := cfg["rules"].([]any)
 	cfg["rules"] = append(rules, map[string]any{
-		"id": "qemu", "principal": "*", "device": "valve-1", "capability": "open", "decision": "allow",
+		"id": "qemu", "principal": "*", "device": "pump-1", "capability": "on", "decision": "allow",
 	})
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -270,7 +270,7 @@ func TestQemu(t *testing.T) {
 			}
 			defer mc.Disconnect(50)
 			const p = "shadowgate/demo/"
-			sub := mc.Subscribe(p+"reply/valve-1/open", 1, func(_ paho.Client, m paho.Message) {
+			sub := mc.Subscribe(p+"reply/pump-1/on", 1, func(_ paho.Client, m paho.Message) {
 				var r command.Reply
 				if json.Unmarshal(m.Payload(), &r) == nil {
 					replies <- r
@@ -280,7 +280,7 @@ func TestQemu(t *testing.T) {
 				t.Fatalf("mqtt subscribe: %v", sub.Error())
 			}
 			id := "qemu-" + tg.name + "-1"
-			pub := mc.Publish(p+"cmd/valve-1/open", 1, false, fmt.Sprintf(`{"value": true, "id": %q, "reason": "qemu test"}`, id))
+			pub := mc.Publish(p+"cmd/pump-1/on", 1, false, fmt.Sprintf(`{"value": true, "id": %q, "reason": "qemu test"}`, id))
 			if !pub.WaitTimeout(30*time.Second) || pub.Error() != nil {
 				t.Fatalf("mqtt publish: %v", pub.Error())
 			}
@@ -292,7 +292,7 @@ func TestQemu(t *testing.T) {
 			case <-time.After(qemuActWithin):
 				t.Fatalf("no MQTT reply within %v\nthe gateway's log:\n%s", qemuActWithin, g.log())
 			}
-			g.await(t, "the valve's act journaled", 10*time.Second, has("msg=acted", "device_id=valve-1"))
+			g.await(t, "the pump's act journaled", 10*time.Second, has("msg=acted", "device_id=pump-1"))
 			mc.Disconnect(50)
 
 			// SIGTERM stops it cleanly.
