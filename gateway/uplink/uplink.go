@@ -276,7 +276,7 @@ func (u *Uplink) note(state, why string, backlog int, bytes int64) {
 func essential(k runtime.Kind) bool {
 	switch k {
 	case runtime.KindActed, runtime.KindApprovalRequested, runtime.KindApprovalAnswered, runtime.KindApprovalExpired,
-		runtime.KindAlarm, runtime.KindRecovered, runtime.KindReconciled:
+		runtime.KindAlarm, runtime.KindRecovered, runtime.KindReconciled, runtime.KindSafeDrive, runtime.KindDrift:
 		return true
 	}
 	return false
