@@ -16,6 +16,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -112,10 +113,18 @@ func logEvent(log *slog.Logger, ev runtime.Event) {
 	switch ev.Kind {
 	case runtime.KindObserved, runtime.KindInvoked, runtime.KindStarted, runtime.KindCheckpoint, journal.KindRecords:
 		level = slog.LevelDebug // every minute, or the journal's own housekeeping
-	case runtime.KindRefused, runtime.KindFailed, runtime.KindApprovalExpired, runtime.KindDeviceOffline:
+	case runtime.KindRefused, runtime.KindFailed, runtime.KindApprovalExpired, runtime.KindDeviceOffline,
+		runtime.KindSafeDrive, runtime.KindDrift:
 		level = slog.LevelWarn
 	case runtime.KindAlarm:
-		level = slog.LevelError
+		// An alarm raised is an error; its acknowledgement, clearing or
+		// shelving is what people did about it.
+		var b struct {
+			Action string `json:"action"`
+		}
+		if json.Unmarshal(ev.Body, &b) != nil || b.Action == runtime.AlarmRaised {
+			level = slog.LevelError
+		}
 	}
 	log.Log(context.Background(), level, string(ev.Kind), "seq", ev.Seq, "run", ev.Run, "step", ev.Step,
 		"device_id", ev.Device, "body", string(ev.Body))
