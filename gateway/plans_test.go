@@ -2,11 +2,10 @@ package gateway
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -122,8 +121,8 @@ func TestPlanSchedulesLoad(t *testing.T) {
 		{Name: "feed", Times: "07:15 ", Weekdays: "every day"},
 		{Name: "look", Every: 10 * time.Minute},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("plans (-want +got):\n%s", diff)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("plans = %+v\nwant %+v", got, want)
 	}
 	if _, err := runtime.New(context.Background(), runtime.Options{Registry: devices.NewRegistry(), Journal: runtimetest.NewMemJournal(),
 		Policies: b.Policies, Mode: b.Mode, Plans: b.Plans}); err != nil {
