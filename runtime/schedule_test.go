@@ -260,26 +260,29 @@ func scheduled(w *world, loc *time.Location) map[string][]string {
 // time that happens twice in the fall starts once.
 func TestClockPlansAcrossDST(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		from string // local, Europe/Berlin
-		days int
-		want map[string][]string
+		name     string
+		from, to string // local, Europe/Berlin: Saturday to Monday
+		want     map[string][]string
 	}{
-		{"spring", "2025-03-29 00:00", 3, map[string][]string{
+		{"spring", "2025-03-29 06:00", "2025-03-31 06:31", map[string][]string{
 			"daily":   {"2025-03-29 06:30 CET", "2025-03-30 06:30 CEST", "2025-03-31 06:30 CEST"},
 			"sun-mon": {"2025-03-30 06:30 CEST", "2025-03-31 06:30 CEST"},
-			"night":   {"2025-03-29 02:30 CET", "2025-03-30 03:00 CEST", "2025-03-31 02:30 CEST"},
+			"night":   {"2025-03-30 03:00 CEST", "2025-03-31 02:30 CEST"},
 		}},
-		{"fall", "2025-10-25 00:00", 3, map[string][]string{
+		{"fall", "2025-10-25 06:00", "2025-10-27 06:31", map[string][]string{
 			"daily":   {"2025-10-25 06:30 CEST", "2025-10-26 06:30 CET", "2025-10-27 06:30 CET"},
 			"sun-mon": {"2025-10-26 06:30 CET", "2025-10-27 06:30 CET"},
-			"night":   {"2025-10-25 02:30 CEST", "2025-10-26 02:30 CEST", "2025-10-27 02:30 CET"},
+			"night":   {"2025-10-26 02:30 CEST", "2025-10-27 02:30 CET"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				berlin := zone(t, "Europe/Berlin")
 				base, err := time.ParseInLocation("2006-01-02 15:04", tc.from, berlin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				end, err := time.ParseInLocation("2006-01-02 15:04", tc.to, berlin)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -292,7 +295,7 @@ func TestClockPlansAcrossDST(t *testing.T) {
 					}
 				})
 				running(t, w)
-				time.Sleep(time.Duration(tc.days)*24*time.Hour - time.Minute)
+				time.Sleep(end.Sub(base)) // two days: each simulated second runs the engine's sweep
 				synctest.Wait()
 				if got := scheduled(w, berlin); !reflect.DeepEqual(got, tc.want) {
 					t.Errorf("scheduled starts = %v\nwant %v", got, tc.want)
@@ -472,9 +475,9 @@ func TestMissedSchedulesAfterARestart(t *testing.T) {
 		cancel()
 		<-done
 
-		// Thursday 12:00: water missed Monday to Thursday at 06:30;
+		// Thursday 17:00: water missed Monday to Thursday at 06:30;
 		// feed those and three at 18:00.
-		thursday := time.Date(2025, 3, 27, 12, 0, 0, 0, berlin)
+		thursday := time.Date(2025, 3, 27, 17, 0, 0, 0, berlin)
 		second := newWorld(t, func(s *setup) {
 			s.opts.Now, s.opts.Plans = fakeWall(thursday, nil), plans
 			s.journal = func(*runtimetest.MemJournal) runtime.Journal { return j }
@@ -512,7 +515,7 @@ func TestMissedSchedulesAfterARestart(t *testing.T) {
 		if b := water; !b.Since.Equal(monday.Add(time.Minute)) || !b.Until.Equal(thursday) {
 			t.Errorf("water's window = %s to %s, want %s to %s", b.Since, b.Until, monday.Add(time.Minute), thursday)
 		}
-		if got, want := scheduled(second, berlin), map[string][]string{"feed": {"2025-03-27 12:00 CET"}}; !reflect.DeepEqual(got, want) {
+		if got, want := scheduled(second, berlin), map[string][]string{"feed": {"2025-03-27 17:00 CET"}}; !reflect.DeepEqual(got, want) {
 			t.Errorf("runs at start = %v, want %v", got, want)
 		}
 		for _, plan := range []string{"water", "feed"} {
@@ -522,12 +525,12 @@ func TestMissedSchedulesAfterARestart(t *testing.T) {
 			}
 		}
 		// The restart itself is not missed again, and 18:00 starts.
-		time.Sleep(6 * time.Hour)
+		time.Sleep(time.Hour + time.Minute)
 		synctest.Wait()
 		if n := len(missedBodies(t, second)); n != 2 {
 			t.Errorf("%d schedule_missed events, want 2", n)
 		}
-		if got, want := scheduled(second, berlin), map[string][]string{"feed": {"2025-03-27 12:00 CET", "2025-03-27 18:00 CET"}}; !reflect.DeepEqual(got, want) {
+		if got, want := scheduled(second, berlin), map[string][]string{"feed": {"2025-03-27 17:00 CET", "2025-03-27 18:00 CET"}}; !reflect.DeepEqual(got, want) {
 			t.Errorf("runs by 18:00 = %v, want %v", got, want)
 		}
 	})
@@ -542,7 +545,7 @@ func TestClockSetForwardMisses(t *testing.T) {
 		var jump atomic.Int64
 		w := newWorld(t, func(s *setup) {
 			s.opts.Now = fakeWall(time.Date(2025, 3, 24, 5, 0, 0, 0, berlin), &jump)
-			s.opts.Plans = []runtime.Plan{clockPlan("water", &runtime.ClockSchedule{Times: times(t, "06:30"), Zone: berlin})}
+			s.opts.Plans = []runtime.Plan{clockPlan("water", &runtime.ClockSchedule{Times: times(t, "06:30", "08:00"), Zone: berlin})}
 		})
 		running(t, w)
 		time.Sleep(10 * time.Minute)
@@ -556,10 +559,10 @@ func TestClockSetForwardMisses(t *testing.T) {
 		if runs := scheduled(w, berlin); len(runs) != 0 {
 			t.Errorf("runs = %v, want none", runs)
 		}
-		time.Sleep(24 * time.Hour)
+		time.Sleep(time.Hour)
 		synctest.Wait()
-		if got, want := scheduled(w, berlin), map[string][]string{"water": {"2025-03-25 06:30 CET"}}; !reflect.DeepEqual(got, want) {
-			t.Errorf("runs the next day = %v, want %v", got, want)
+		if got, want := scheduled(w, berlin), map[string][]string{"water": {"2025-03-24 08:00 CET"}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("runs by 08:10 = %v, want %v", got, want)
 		}
 	})
 }
