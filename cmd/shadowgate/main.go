@@ -24,6 +24,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	// The time zones of plans' schedules, for a board without the tzdata
+	// package (minimal and Buildroot images): the system's zone files are
+	// still used first when present.
+	_ "time/tzdata"
 
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/gateway"
