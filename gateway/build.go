@@ -75,6 +75,10 @@ type Built struct {
 	// raw is the file's top-level sections as parsed, for a reload to
 	// tell what changed.
 	raw map[string]any
+	// schedules says when each plan started itself as the engine started
+	// (reloads do not change it), for telling a reload that changes it
+	// that it waits for a restart. Nil means those of Plans.
+	schedules map[string]string
 }
 
 // people knows who holds each token and the uplink.

@@ -20,7 +20,7 @@ import (
 // gateway cannot take live: its listeners, its state, its drivers, its
 // people and the engine's own limits. A change to one is named in the log
 // as needing a restart, and the rest is applied.
-var restartOnly = []string{"gateway", "mqtt", "web", "uplink", "drivers", "users", "journal", "approvals", "leases", "mode"}
+var restartOnly = []string{"gateway", "mqtt", "web", "uplink", "drivers", "users", "journal", "approvals", "leases", "mode", "alarms"}
 
 // Reload reads the configuration file of running again and puts in force
 // what can change while the gateway runs: the governance of each
@@ -44,6 +44,16 @@ func Reload(ctx context.Context, eng *runtime.Engine, running *Built) (*Built, [
 	if err != nil {
 		return running, nil, err
 	}
+	// A plan's steps change at once; when it starts itself (every, at)
+	// is the schedule's, started with the engine.
+	started := running.schedules
+	if started == nil {
+		started = schedules(running.Plans)
+	}
+	if !maps.Equal(started, schedules(next.Plans)) {
+		restart = append(restart, "plans' schedules")
+		slices.Sort(restart)
+	}
 	// A device that is still registered keeps its governance until the
 	// restart that removes it: a file that drops a device (or renames a
 	// capability) must not leave the running one without its interlocks.
@@ -65,7 +75,22 @@ func Reload(ctx context.Context, eng *runtime.Engine, running *Built) (*Built, [
 	// with what runs, so what waits for a restart is named again.
 	kept := *running
 	kept.Policies, kept.Modes, kept.Rules, kept.Plans = policies, next.Modes, next.Rules, next.Plans
+	kept.schedules = started
 	return &kept, restart, nil
+}
+
+// schedules says when each plan that starts itself starts, by name.
+func schedules(ps []runtime.Plan) map[string]string {
+	out := map[string]string{}
+	for _, p := range ps {
+		switch {
+		case p.Every > 0:
+			out[p.Name] = "every " + p.Every.String()
+		case p.At != nil:
+			out[p.Name] = p.At.String()
+		}
+	}
+	return out
 }
 
 // needsRestart names the sections of the file that changed and cannot be

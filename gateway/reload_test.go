@@ -159,3 +159,46 @@ devices:
 		t.Fatalf("a write outside the envelope after the reload = %+v, %v; want refused by the envelope it keeps", obs, err)
 	}
 }
+
+// TestReloadNamesWhatWaitsForARestartInTime: a plan's steps change at a
+// reload, but when it starts itself is its schedule's, started with the
+// engine; the alarm settings are the engine's too. Both are named as
+// waiting for a restart, and again at the next reload.
+func TestReloadNamesWhatWaitsForARestartInTime(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gw.yaml")
+	base := strings.Replace(reloadConfig, "gateway: {id: reload}", "gateway: {id: reload, state_dir: "+filepath.Join(dir, "state")+"}", 1) +
+		"plans: [{name: look, every: 1h, steps: [{read: valve-1.open}]}]\n"
+	if err := os.WriteFile(file, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan *runtime.Engine, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.DiscardHandler), Notice: &strings.Builder{},
+			Ready: func(p Parts) { ready <- p.Engine }})
+	}()
+	defer func() { cancel(); <-done }()
+	var e *runtime.Engine
+	select {
+	case e = <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	next := strings.Replace(base, "every: 1h", "every: 2h", 1) + "alarms: {max_shelve: 1h}\n"
+	if err := os.WriteFile(file, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nb, restart, err := Reload(ctx, e, b)
+	if err != nil || strings.Join(restart, ",") != "alarms,plans' schedules" {
+		t.Fatalf("restart = %q, %v; want the alarms and the plans' schedules", restart, err)
+	}
+	if _, restart, err = Reload(ctx, e, nb); err != nil || strings.Join(restart, ",") != "alarms,plans' schedules" {
+		t.Fatalf("a second reload: restart = %q, %v; want them named again", restart, err)
+	}
+}
