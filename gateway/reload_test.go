@@ -44,20 +44,8 @@ func TestReloadPutsANewRuleInForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ready := make(chan *runtime.Engine, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.DiscardHandler), Notice: &strings.Builder{},
-			Ready: func(p Parts) { ready <- p.Engine }})
-	}()
-	defer func() { cancel(); <-done }()
-	var e *runtime.Engine
-	select {
-	case e = <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	ctx := t.Context()
+	e := runForReload(t, b)
 	do := func(id string) runtime.Observation {
 		t.Helper()
 		obs, err := e.Do(ctx, runtime.Command{Principal: "test:alice", Origin: "test", RequestID: id, Device: "valve-1", Capability: "open", Value: value.Bool(id != "")})
@@ -176,20 +164,8 @@ func TestReloadNamesWhatWaitsForARestartInTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ready := make(chan *runtime.Engine, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.DiscardHandler), Notice: &strings.Builder{},
-			Ready: func(p Parts) { ready <- p.Engine }})
-	}()
-	defer func() { cancel(); <-done }()
-	var e *runtime.Engine
-	select {
-	case e = <-ready:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	ctx := t.Context()
+	e := runForReload(t, b)
 	next := strings.Replace(base, "every: 1h", "every: 2h", 1) + "alarms: {max_shelve: 1h}\n"
 	if err := os.WriteFile(file, []byte(next), 0o600); err != nil {
 		t.Fatal(err)
@@ -201,4 +177,25 @@ func TestReloadNamesWhatWaitsForARestartInTime(t *testing.T) {
 	if _, restart, err = Reload(ctx, e, nb); err != nil || strings.Join(restart, ",") != "alarms,plans' schedules" {
 		t.Fatalf("a second reload: restart = %q, %v; want them named again", restart, err)
 	}
+}
+
+// runForReload runs the gateway b until the test ends, and returns its
+// engine once it is ready.
+func runForReload(t *testing.T, b *Built) *runtime.Engine {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan *runtime.Engine, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: b, Logger: slog.New(slog.DiscardHandler), Notice: &strings.Builder{},
+			Ready: func(p Parts) { ready <- p.Engine }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case e := <-ready:
+		return e
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	return nil
 }
