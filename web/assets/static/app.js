@@ -71,4 +71,10 @@
   es.onerror = function () { link.textContent = "reconnecting"; };
   kinds.forEach(function (k) { es.addEventListener(k, function () { schedule(); }); });
   es.addEventListener("bye", function () { link.textContent = "gateway stopped"; es.close(); });
+  // Leaving the page ends its stream at once: a stream left open holds one
+  // of the few connections a browser keeps to a host. A page the browser
+  // brings back from its cache has no stream: it is loaded again, so that
+  // nothing it shows is stale.
+  window.addEventListener("pagehide", function () { es.close(); });
+  window.addEventListener("pageshow", function (e) { if (e.persisted) { location.reload(); } });
 })();
