@@ -54,6 +54,10 @@ func (s *Server) routes() {
 	api.DELETE("/rules/:id", s.apiRevoke, admin)
 	api.GET("/locks", s.apiLocks, viewer)
 	api.POST("/attempts/:id/resolve", s.apiResolve, admin)
+	api.GET("/alarms", s.apiAlarms, viewer)
+	api.GET("/alarms/:id", s.apiAlarm, viewer)
+	api.POST("/alarms/:id/ack", s.apiAckAlarm, operator)
+	api.POST("/alarms/:id/shelve", s.apiShelveAlarm, admin)
 	api.GET("/journal/verify", s.apiVerify, viewer)
 	api.GET("/journal/backup", s.apiBackup, admin)
 }
@@ -142,6 +146,8 @@ type deviceView struct {
 	Area         string    `json:"area"`
 	Driver       string    `json:"driver"`
 	Capabilities []capView `json:"capabilities"`
+	// Alarms are the device's standing alarms (active or unacknowledged).
+	Alarms []alarmView `json:"alarms,omitempty"`
 }
 
 func (s *Server) deviceViews() []deviceView {
@@ -153,10 +159,11 @@ func (s *Server) deviceViews() []deviceView {
 	for _, a := range s.eng.Locks() {
 		locks[a.Device+"."+a.Capability] = a
 	}
+	alarms := s.standingAlarms()
 	now := s.opts.Now()
 	var out []deviceView
 	for _, d := range s.eng.Devices() {
-		dv := deviceView{ID: d.ID, Area: d.Area, Driver: d.Driver, Capabilities: []capView{}}
+		dv := deviceView{ID: d.ID, Area: d.Area, Driver: d.Driver, Capabilities: []capView{}, Alarms: alarms[d.ID]}
 		for _, c := range d.Capabilities {
 			cv := capView{Name: c.Name, Kind: c.Kind.String(), Type: c.Type.String(), Unit: c.Unit, Enum: c.Enum}
 			st := states[d.ID+"."+c.Name]

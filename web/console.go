@@ -35,7 +35,7 @@ type pages struct {
 	t map[string]*template.Template
 }
 
-var pageNames = []string{"login", "error", "overview", "approvals", "devices", "runs", "journal", "policy"}
+var pageNames = []string{"login", "error", "overview", "approvals", "devices", "runs", "journal", "policy", "alarms"}
 
 func loadPages() (*pages, error) {
 	funcs := template.FuncMap{
@@ -45,6 +45,7 @@ func loadPages() (*pages, error) {
 		},
 		"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"clock":   func(t time.Time) string { return t.Local().Format("15:04:05") },
+		"stamp":   func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
 		"atLeast": func(id *identity, role string) bool {
 			r, err := access.ParseRole(role)
 			return err == nil && id != nil && id.Role.AtLeast(r)
@@ -77,7 +78,9 @@ type pageData struct {
 	Next    string
 	// Kinds are the event kinds that refresh the page's live part.
 	Kinds string
-	Data  any
+	// Alarms are the counts the header shows to a person logged in.
+	Alarms runtime.AlarmCounts
+	Data   any
 }
 
 func (p *pages) render(c echo.Context, status int, name string, d pageData) error {
@@ -138,10 +141,13 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/mode", s.modeForm, operator)
 	g.POST("/rules/:id/revoke", s.revokeForm, admin)
 	g.POST("/attempts/:id/resolve", s.resolveForm, admin)
+	g.GET("/alarms", s.alarmsPage, viewer)
+	g.POST("/alarms/:id/ack", s.ackForm, operator)
+	g.POST("/alarms/:id/shelve", s.shelveForm, admin)
 }
 
 func (s *Server) page(c echo.Context, name, title, kinds string, data any) error {
-	return s.pages.render(c, http.StatusOK, name, pageData{Title: title, User: userOf(c), Kinds: kinds, Data: data})
+	return s.pages.render(c, http.StatusOK, name, pageData{Title: title, User: userOf(c), Kinds: kinds, Alarms: s.alarmCounts(), Data: data})
 }
 
 // back redirects to a page with a note for the person.
@@ -171,6 +177,7 @@ func formError(c echo.Context, to string, err error) error {
 
 type overview struct {
 	Mode      runtime.ModeRecord
+	Alarms    runtime.AlarmCounts
 	Health    string
 	Ready     bool
 	Pending   int
@@ -183,7 +190,7 @@ type overview struct {
 
 func (s *Server) overviewPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	o := overview{Mode: s.eng.Mode(ctx), Pending: len(s.eng.Approvals()), Locks: s.eng.Locks(), Ready: true,
+	o := overview{Mode: s.eng.Mode(ctx), Alarms: s.alarmCounts(), Pending: len(s.eng.Approvals()), Locks: s.eng.Locks(), Ready: true,
 		Health: "journal writable, every step witnessed", LastEvent: s.eng.LastSeq()}
 	if pe := s.witness.of(s.log, s.eng.Healthy()); pe != nil {
 		o.Ready, o.Health = false, pe.Error()

@@ -11,8 +11,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/gateway/command"
 )
+
+// fuzzBodyPaths are the endpoints FuzzAPIBodies posts to; the corpus
+// picks one by its index.
+var fuzzBodyPaths = []string{"/api/v1/commands", "/api/v1/approvals/apr-x", "/api/v1/mode", "/api/v1/attempts/act-x/resolve", "/api/v1/plans/flush/start",
+	"/api/v1/alarms/" + stuckAlarm + "/ack", "/api/v1/alarms/" + stuckAlarm + "/shelve", "/api/v1/alarms/drift.nothing.here/ack"}
 
 // FuzzAPIBodies posts arbitrary bodies to the endpoints that take one: the
 // answer is never a 500 and never a panic, and every error is JSON that
@@ -23,18 +29,28 @@ func FuzzAPIBodies(f *testing.F) {
 		`{"value":`, `[]`, `null`, `{"device":5}`, `{"rule_for":"-1h","decision":"approve_and_rule"}`,
 		`{"device":"pump-1","capability":"on","value":false,"value":true}`, `{"mode":"observe","MODE":"manual"}`,
 		`{"note":"a","found":"acted","\u006eote":"b"}`, `{"value":{"a":[{"b":1,"b":2}]}}`, "{\"id\":\"\xff\xfe\"}",
-		"{\"device\":\"tank-1\",\"capability\":\"level\",\"reason\":\"\xc0\xaf\"}"} {
-		for path := range uint8(5) {
+		"{\"device\":\"tank-1\",\"capability\":\"level\",\"reason\":\"\xc0\xaf\"}",
+		`{"comment":"valve seen stuck"}`, `{"comment":""}`, `{"comment":5}`, `{"comment":"a","comment":"b"}`, `{"coment":"x"}`,
+		`{"for":"30m","reason":"valve under repair"}`, `{"for":"0"}`, `{"for":"-1h","reason":"x"}`, `{"for":"9h","reason":"x"}`,
+		`{"for":30,"reason":"x"}`, `{"for":"1e9h","reason":"x"}`, `{"for":"30m","reason":"x","until":"never"}`} {
+		for path := range uint8(len(fuzzBodyPaths)) {
 			f.Add(b, path)
 		}
 	}
-	s := newSite(f, siteOptions{})
+	// A standing alarm, so that acknowledging and shelving it can succeed;
+	// then the valve is freed and every write asks again, so that no input
+	// waits for a read-back.
+	s := alarmSite(f, 1)
+	s.g.SetFault("valve-1", sim.Fault{})
+	if _, _, err := s.eng.SetMode(f.Context(), "test", "supervised", "fuzzing"); err != nil {
+		f.Fatal(err)
+	}
 	srv, err := New(s.eng, Options{Sessions: s.j.Sessions(), Tokens: []Token{{Name: "admin", Role: 4, Hash: HashToken("tok-admin")}}})
 	if err != nil {
 		f.Fatal(err)
 	}
 	h := srv.Handler()
-	paths := []string{"/api/v1/commands", "/api/v1/approvals/apr-x", "/api/v1/mode", "/api/v1/attempts/act-x/resolve", "/api/v1/plans/flush/start"}
+	paths := fuzzBodyPaths
 	f.Fuzz(func(t *testing.T, body string, path uint8) {
 		req := httptest.NewRequest("POST", paths[int(path)%len(paths)], strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer tok-admin")

@@ -48,8 +48,9 @@ func (m *Metrics) ObserveStep(k runtime.ObservationKind, d time.Duration) {
 // ObserveCommit records one journal write.
 func (m *Metrics) ObserveCommit(d time.Duration, _ int) { m.fsync.Observe(d.Seconds()) }
 
-// watch registers the gauges read from the engine and the other surfaces.
-func (m *Metrics) watch(eng *runtime.Engine, mq func() MQTTStats, up func() UplinkStats) {
+// watch registers the gauges read from the engine and the other surfaces;
+// now is the clock shelving is judged by.
+func (m *Metrics) watch(eng *runtime.Engine, mq func() MQTTStats, up func() UplinkStats, now func() time.Time) {
 	gauge := func(name, help string, f func() float64) {
 		_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
@@ -78,6 +79,7 @@ func (m *Metrics) watch(eng *runtime.Engine, mq func() MQTTStats, up func() Upli
 		_ = m.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shadowgate_uplink_dropped_total",
 			Help: "Telemetry dropped because the outbox was full."}, func() float64 { return float64(up().Dropped) }))
 	}
+	m.watchAlarms(eng, now)
 	quality := prometheus.NewDesc("shadowgate_reading_quality", "Quality of the latest reading: 1 good, 2 stale, 3 bad.",
 		[]string{"device", "capability"}, nil)
 	_ = m.reg.Register(collectorFunc{desc: quality, collect: func(ch chan<- prometheus.Metric) {
@@ -87,6 +89,40 @@ func (m *Metrics) watch(eng *runtime.Engine, mq func() MQTTStats, up func() Upli
 				q = st.Reading.Quality
 			}
 			ch <- prometheus.MustNewConstMetric(quality, prometheus.GaugeValue, float64(q), st.Device, st.Capability)
+		}
+	}})
+}
+
+// watchAlarms registers the alarm gauges: shadowgate_alarms by state
+// (active and unacknowledged count what is not shelved, as the console's
+// header does; an active unacknowledged alarm counts in both) and
+// shadowgate_alarms_standing by priority (standing, not shelved). Every
+// label value is always there, at 0 when none, so that a rule on it
+// sees a value.
+func (m *Metrics) watchAlarms(eng *runtime.Engine, now func() time.Time) {
+	byState := prometheus.NewDesc("shadowgate_alarms", "Alarms by state: active and unacknowledged (not shelved), shelved.",
+		[]string{"state"}, nil)
+	_ = m.reg.Register(collectorFunc{desc: byState, collect: func(ch chan<- prometheus.Metric) {
+		c := runtime.CountAlarms(eng.Alarms(), now())
+		for _, x := range []struct {
+			state string
+			n     int
+		}{{"active", c.Active}, {"unacknowledged", c.Unacknowledged}, {"shelved", c.Shelved}} {
+			ch <- prometheus.MustNewConstMetric(byState, prometheus.GaugeValue, float64(x.n), x.state)
+		}
+	}})
+	byPriority := prometheus.NewDesc("shadowgate_alarms_standing", "Alarms active or unacknowledged and not shelved, by priority.",
+		[]string{"priority"}, nil)
+	_ = m.reg.Register(collectorFunc{desc: byPriority, collect: func(ch chan<- prometheus.Metric) {
+		t := now()
+		n := map[runtime.AlarmPriority]int{}
+		for _, a := range eng.Alarms() {
+			if a.Standing() && !a.Shelved(t) {
+				n[a.Priority]++
+			}
+		}
+		for _, p := range []runtime.AlarmPriority{runtime.PriorityCritical, runtime.PriorityHigh, runtime.PriorityMedium, runtime.PriorityLow} {
+			ch <- prometheus.MustNewConstMetric(byPriority, prometheus.GaugeValue, float64(n[p]), string(p))
 		}
 	}})
 }

@@ -6,8 +6,11 @@
 // Everyone logs in. People use a session cookie (HttpOnly, SameSite=Strict,
 // with an expiry) and every cookie-authenticated POST carries a CSRF token;
 // API clients use bearer tokens from the configuration, stored hashed.
-// Roles: a viewer reads, an operator commands, an approver answers
-// approvals, an admin also changes rules and resolves unknown actuations.
+// Roles: a viewer reads, an operator commands and acknowledges alarms (with
+// a comment), an approver answers approvals, an admin also changes rules,
+// resolves unknown actuations and shelves alarms. Every page's header
+// counts the alarms that stand (unacknowledged, active; shelved ones
+// apart), kept current from the event stream.
 // Errors are JSON {"error", "detail"} with the status that fits. The
 // detail of a client's mistake says what it got wrong; a failure that is
 // not its doing (the journal cannot be read, say) never shows the error's
@@ -175,7 +178,7 @@ func New(eng *runtime.Engine, opts Options) (*Server, error) {
 	e.Use(middleware.BodyLimit("64K"))
 	s.e = e
 	s.routes()
-	opts.Metrics.watch(eng, opts.MQTTStats, opts.UplinkStats)
+	opts.Metrics.watch(eng, opts.MQTTStats, opts.UplinkStats, opts.Now)
 	return s, nil
 }
 
@@ -374,7 +377,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	if isPage(c) {
-		_ = s.pages.render(c, status, "error", pageData{Title: body.Error, Error: detail, ErrorID: errorID, User: userOf(c)})
+		d := pageData{Title: body.Error, Error: detail, ErrorID: errorID, User: userOf(c)}
+		if d.User != nil {
+			d.Alarms = s.alarmCounts()
+		}
+		_ = s.pages.render(c, status, "error", d)
 		return
 	}
 	_ = c.JSON(status, body)

@@ -44,9 +44,29 @@
         var note = new URL(r.url).searchParams.get("note");
         showNote(note || (r.ok ? "Done." : "Not done: HTTP " + r.status));
         refresh();
+        scheduleAlarms();
       })
       .catch(function () { showNote("Not sent: the gateway cannot be reached."); refresh(); });
   });
+
+  // The header's alarm counts: unacknowledged and active, not shelved.
+  var badge = document.getElementById("alarms-badge");
+  var alarmTimer = null;
+  function alarmCounts() {
+    alarmTimer = null;
+    if (!badge || !window.fetch) { return; }
+    fetch("/api/v1/alarms", { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) {
+        if (!body || !body.counts) { return; }
+        var c = body.counts;
+        document.getElementById("alarms-unacked").textContent = c.unacknowledged;
+        document.getElementById("alarms-active").textContent = c.active;
+        badge.className = "alarms-badge " + (c.unacknowledged > 0 ? "loud" : c.active > 0 ? "warn" : "quiet");
+      })
+      .catch(function () {});
+  }
+  function scheduleAlarms() { if (!alarmTimer) { alarmTimer = setTimeout(alarmCounts, 150); } }
 
   var timer = null;
   function refresh() {
@@ -67,7 +87,8 @@
 
   if (!window.EventSource || !link) { return; }
   var es = new EventSource("/api/v1/events/stream");
-  es.onopen = function () { link.textContent = "live"; };
+  es.onopen = function () { link.textContent = "live"; scheduleAlarms(); };
+  es.addEventListener("alarm", function () { scheduleAlarms(); });
   es.onerror = function () { link.textContent = "reconnecting"; };
   kinds.forEach(function (k) { es.addEventListener(k, function () { schedule(); }); });
   es.addEventListener("bye", function () { link.textContent = "gateway stopped"; es.close(); });
