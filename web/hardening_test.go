@@ -391,7 +391,7 @@ func TestContradictedActIsNotActed(t *testing.T) {
 	cmd := `{"device":"valve-1","capability":"open","value":true,"id":"c-stuck"}`
 	s.expect("POST", "/api/v1/commands", "operator", cmd, 200, `"outcome":"contradicted"`)
 	b := s.expect("POST", "/api/v1/commands", "operator", cmd, 200, `"outcome":"contradicted"`)
-	if !strings.Contains(b, `"replayed":true`) || !strings.Contains(b, `"confirmation":"contradicted"`) {
+	if !strings.Contains(b, `"replayed":true`) || !strings.Contains(b, `"confirmation":"wrong_final"`) {
 		t.Fatalf("the repeat = %s", b)
 	}
 	if n := s.g.Count("write", "valve-1", "open"); n != 1 {
