@@ -73,8 +73,9 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	// that never started from one that stopped short.
 	var before *devices.Reading
 	if src := confirmSource(ref(w.device, w.capability), c, pol); src != "" {
-		if pol.Confirm.StartWithin > 0 {
-			// Whether it started is told from where it stood just now.
+		if pol.Confirm.StartWithin > 0 && w.safety == "" {
+			// Whether it started is told from where it stood just now (a
+			// drive to safe does not wait for that read).
 			dev, capability := splitRef(src)
 			if sent, found := e.reg.Lookup(dev); found {
 				if rd, err := e.driverRead(ctx, sent.Driver, dev, capability); err == nil {
@@ -95,11 +96,16 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	target := ref(w.device, w.capability)
 	rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value, Driver: "ok"}
 	// What follows records what the driver did: a stop or a cancel now
-	// must not keep it from the journal.
+	// must not keep it from the journal. The confirmation may be cut
+	// short (see confirmContext).
+	cctx, confirmed := e.confirmContext(ctx, target, w.safety != "")
+	defer confirmed()
 	ctx = context.WithoutCancel(ctx)
 	if err != nil && writeOutcome(err) == devices.OutcomeUnknown {
 		// The command may have reached the device: its effect is unknown,
-		// exactly as after a crash in the middle of a write.
+		// exactly as after a crash in the middle of a write. Its dead man
+		// is armed all the same: fail closed.
+		e.armTTL(rc, e.now())
 		return e.unknownAct(context.WithoutCancel(ctx), base, a, c, rc, err)
 	}
 	if err != nil {
@@ -116,10 +122,9 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	}
 	e.recordChange(target)
 	actedAt := e.now()
-	if pol != nil && pol.TTL > 0 && pol.Safe != nil && !w.value.Equal(*pol.Safe) {
-		rc.Until = actedAt.Add(pol.TTL)
-	}
-	cf := e.confirm(ctx, ent, c, pol, w.value, before)
+	e.armTTL(rc, actedAt)
+	cf := e.confirm(cctx, ent, c, pol, w.value, before)
+	confirmed()
 	rc.Confirmation, rc.Observed, rc.Detail = cf.class, cf.observed, cf.detail
 	if c.ReadBack && confirmSource(target, c, pol) != target {
 		// Confirmed another way (a feedback contact, a sensor) or not at
@@ -151,19 +156,24 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		return e.failedQuiet(base, "acted, but the receipt could not be journaled", err)
 	}
 	e.setReceipt(target, *rc)
-	e.afterAct(ctx, w, pol, rc)
+	e.afterAct(ctx, w, pol, rc, cf.cut)
 	base.Kind, base.Receipt = Acted, rc
 	return base
 }
 
 // afterAct raises or clears the alarms of an act's confirmation, and
 // drives the actuator to safe after a discrepancy when its policy says so.
-func (e *Engine) afterAct(ctx context.Context, w *writeReq, pol *CapPolicy, rc *Receipt) {
+func (e *Engine) afterAct(ctx context.Context, w *writeReq, pol *CapPolicy, rc *Receipt, cut error) {
 	switch {
+	case cut != nil:
+		// Cut short by a drive to safe or a stop: what follows says more.
 	case rc.Confirmation.Discrepant():
 		e.raise(ctx, AlarmDiscrepancy, w.device, w.capability, string(rc.Confirmation)+": "+rc.Detail, rc.Attempt)
 		e.log.Warn("actuation not followed", "device_id", w.device, "capability", w.capability, "class", rc.Confirmation, "detail", rc.Detail)
-		if pol != nil && pol.Confirm != nil && pol.Confirm.OnDiscrepancy == SafeDrive && pol.Safe != nil && w.safety == "" {
+		// An act to the safe value owes no drive to it: a hand that moved
+		// it after is drift, and never fought.
+		if pol != nil && pol.Confirm != nil && pol.Confirm.OnDiscrepancy == SafeDrive && pol.Safe != nil && w.safety == "" &&
+			!w.value.Equal(*pol.Safe) {
 			e.safety.request(safeJob{target: ref(w.device, w.capability), trigger: TriggerDiscrepancy,
 				why: "on_contradiction: safe after " + string(rc.Confirmation) + " of attempt " + rc.Attempt + ": " + rc.Detail})
 		}
@@ -230,9 +240,21 @@ func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c 
 	rc.Driver, rc.At = cause.Error(), e.now()
 	a.Receipt = rc
 	rec := a
+	armed := *rc
+	armed.Confirmation = NotChecked
 	_, _ = e.commit(ctx, Sync, Event{Kind: KindFailed, Run: a.Run, Step: a.Step, Device: a.Device}, FailedBody{
 		Device: a.Device, Capability: a.Capability, Attempt: a.ID, State: a.State, Error: a.Why, Outcome: devices.OutcomeUnknown.String(),
-	}, func(en *Entry) { en.Attempt = &rec })
+	}, func(en *Entry) {
+		en.Attempt = &rec
+		if !armed.Until.IsZero() {
+			// Its dead man is kept as the actuator's state, to be
+			// enforced after a restart too.
+			en.State = &StateRecord{Device: a.Device, Capability: a.Capability, Receipt: &armed}
+		}
+	})
+	if !armed.Until.IsZero() {
+		e.setReceipt(target, armed)
+	}
 	e.lockTarget(target, a) // locked even if that record could not be written: fail closed
 	if c.ReadBack {
 		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
@@ -324,6 +346,8 @@ type confirmation struct {
 	class    Confirmation
 	observed *value.Value
 	detail   string
+	// cut is why the confirmation was cut short, if it was.
+	cut error
 }
 
 // confirm verifies an actuation to v as its policy says. It reads the
@@ -460,7 +484,8 @@ func (e *Engine) confirm(ctx context.Context, ent devices.Entry, c *devices.Capa
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return confirmation{class: Unconfirmed, observed: last, detail: "cancelled while confirming"}
+			cut := context.Cause(ctx)
+			return confirmation{class: Unconfirmed, observed: last, detail: "the confirmation was cut short: " + cut.Error(), cut: cut}
 		case <-t.C:
 		}
 	}
@@ -481,4 +506,13 @@ func negate(op governance.Op) governance.Op {
 		return governance.OpNE
 	}
 	return governance.OpEQ
+}
+
+// armTTL sets the dead man of rc, an act from at, when its capability has
+// a TTL and rc's value is not the safe one.
+func (e *Engine) armTTL(rc *Receipt, at time.Time) {
+	pol := e.conf().policies[ref(rc.Device, rc.Capability)]
+	if pol != nil && pol.TTL > 0 && pol.Safe != nil && !rc.Value.Equal(*pol.Safe) {
+		rc.Until = at.Add(pol.TTL)
+	}
 }

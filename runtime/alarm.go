@@ -258,11 +258,14 @@ var (
 	ErrBadAlarmRequest = errors.New("bad alarm request")
 )
 
-// alarms holds the alarm records. Its lock is held across the commit of a
-// change, so changes to alarms are journaled in the order they are made.
+// alarms holds the alarm records. Changes are serialised by change, held
+// across the journal commit, so that they are journaled in the order they
+// are made; mu guards the map only, briefly, so that a reader (a page, the
+// metrics) never waits for the disk.
 type alarms struct {
-	mu sync.Mutex
-	m  map[string]*Alarm
+	change sync.Mutex
+	mu     sync.Mutex
+	m      map[string]*Alarm
 }
 
 func alarmID(kind AlarmKind, device, capability string) string {
@@ -297,9 +300,11 @@ func (e *Engine) Alarm(id string) (Alarm, bool) {
 // nothing (change returns "") is not journaled. A change that cannot be
 // journaled is not made.
 func (e *Engine) alarmChange(ctx context.Context, id string, fresh func() *Alarm, change func(a *Alarm) (action string, err error), by, comment string) (Alarm, error) {
+	e.alarms.change.Lock()
+	defer e.alarms.change.Unlock()
 	e.alarms.mu.Lock()
-	defer e.alarms.mu.Unlock()
 	cur, ok := e.alarms.m[id]
+	e.alarms.mu.Unlock()
 	var next Alarm
 	switch {
 	case ok:
@@ -319,7 +324,9 @@ func (e *Engine) alarmChange(ctx context.Context, id string, fresh func() *Alarm
 		func(en *Entry) { en.Alarm = &rec }); err != nil {
 		return Alarm{}, err
 	}
+	e.alarms.mu.Lock()
 	e.alarms.m[id] = &next
+	e.alarms.mu.Unlock()
 	switch action {
 	case AlarmRaised:
 		e.log.Warn("alarm", "alarm", id, "priority", next.Priority, "count", next.Count, "message", next.Message)

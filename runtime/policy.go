@@ -161,15 +161,16 @@ func (f *facts) get(sensor string) (devices.Reading, bool) {
 }
 
 // put keeps r as sensor's reading unless it is older than the one kept.
-// It returns the reading it replaced, if any.
-func (f *facts) put(sensor string, r devices.Reading) (devices.Reading, bool) {
+// It reports whether it kept r, and the reading r replaced, if any.
+func (f *facts) put(sensor string, r devices.Reading) (old devices.Reading, hadOld, kept bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	old, ok := f.m[sensor]
-	if !ok || !r.At.Before(old.At) {
-		f.m[sensor] = r
+	old, hadOld = f.m[sensor]
+	if hadOld && r.At.Before(old.At) {
+		return old, hadOld, false
 	}
-	return old, ok
+	f.m[sensor] = r
+	return old, hadOld, true
 }
 
 // markBad keeps the last value of sensor but marks it bad, after a failed read.

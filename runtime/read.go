@@ -109,7 +109,9 @@ func (e *Engine) keepReading(device, capability string, rd devices.Reading) devi
 		rd.Quality = devices.QualityGood
 	}
 	name := ref(device, capability)
-	old, hadOld := e.facts.put(name, rd)
-	e.onReading(name, old, hadOld, rd)
+	// A reading older than the one kept (a late notice) changes nothing.
+	if old, hadOld, kept := e.facts.put(name, rd); kept {
+		e.onReading(name, old, hadOld, rd)
+	}
 	return rd
 }

@@ -62,6 +62,20 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 			e.receipts[ref(st.Device, st.Capability)] = *st.Receipt
 		}
 	}
+	if now := e.now(); now.Before(snap.LastAt) {
+		// The clock is behind the journal (a board without a real-time
+		// clock, before it has the time): how long the gateway was down
+		// cannot be told, so every dead man runs out now. Fail closed.
+		n := 0
+		for k, rc := range e.receipts {
+			if !rc.Until.IsZero() && rc.Until.After(now) {
+				rc.Until, n = now, n+1
+				e.receipts[k] = rc
+			}
+		}
+		e.log.Warn("the clock is behind the journal's newest event; dead men that were running run out now",
+			"now", now, "journal_last", snap.LastAt, "ttls", n)
+	}
 	for _, ap := range snap.Approvals {
 		p := &pending{rec: ap, decided: make(chan struct{})}
 		e.approvals[ap.ID] = p
@@ -126,12 +140,32 @@ func (e *Engine) recoverAttempt(ctx context.Context, a Attempt) {
 	default:
 		return
 	}
+	executing := a.Updated
 	a.Updated = e.now()
 	rec := a
+	// An act cut short while executing may have taken effect: its dead
+	// man is armed from when it was sent, and kept as the actuator's
+	// state, so that it is enforced: fail closed.
+	var armed *Receipt
+	if a.State == AttemptUnknown {
+		rc := Receipt{Key: a.Key, Attempt: a.ID, Device: a.Device, Capability: a.Capability, Value: a.Value,
+			Driver: "unknown: the gateway stopped while the driver was writing", Confirmation: NotChecked, At: a.Updated}
+		if e.armTTL(&rc, executing); !rc.Until.IsZero() {
+			armed = &rc
+		}
+	}
 	_, err := e.commit(ctx, Sync, Event{Kind: KindRecovered, Run: a.Run, Step: a.Step, Device: a.Device}, RecoveredBody{
 		Attempt: a.ID, Key: a.Key, From: from, To: a.State, Why: a.Why, Device: a.Device, Capability: a.Capability,
 		Value: a.Value,
-	}, func(en *Entry) { en.Attempt = &rec })
+	}, func(en *Entry) {
+		en.Attempt = &rec
+		if armed != nil {
+			en.State = &StateRecord{Device: a.Device, Capability: a.Capability, Receipt: armed}
+		}
+	})
+	if armed != nil {
+		e.setReceipt(target, *armed)
+	}
 	if a.State != AttemptUnknown {
 		return
 	}
@@ -205,6 +239,11 @@ func (e *Engine) reconcile(ctx context.Context) {
 		rc := Receipt{Key: a.Key, Attempt: a.ID, Device: a.Device, Capability: a.Capability, Value: a.Value,
 			Driver: "unknown", Confirmation: Confirmed, Observed: &got, At: e.now(),
 			Detail: "the driver did not answer; the read-back when the gateway started shows the act took effect"}
+		if prev, ok := e.receipt(ref(a.Device, a.Capability)); ok && prev.Attempt == a.ID {
+			rc.Until = prev.Until // armed when its outcome became unknown
+		} else {
+			e.armTTL(&rc, a.Updated)
+		}
 		if a.Receipt != nil && a.Receipt.Driver != "" {
 			rc.Driver = a.Receipt.Driver
 		}
@@ -352,6 +391,11 @@ func (e *Engine) resolveAttempt(ctx context.Context, id, by string, found Found,
 			Detail: "the driver did not answer; " + by + " found that it acted: " + note}
 		if a.Receipt != nil && a.Receipt.Driver != "" {
 			state.Driver = a.Receipt.Driver
+		}
+		if prev, ok := e.receipt(ref(a.Device, a.Capability)); ok && prev.Attempt == a.ID {
+			state.Until = prev.Until // armed when its outcome became unknown
+		} else {
+			e.armTTL(state, a.Updated)
 		}
 	case FoundNotActed:
 		why = "resolved by " + by + ", who found that it did not act: " + note

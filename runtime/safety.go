@@ -2,10 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +35,9 @@ const (
 	TriggerDiscrepancy = "discrepancy"
 	TriggerStop        = "stop"
 	TriggerStart       = "start"
+	// TriggerRestart: a drive that had failed was still owed when the
+	// gateway stopped.
+	TriggerRestart = "restart"
 )
 
 // Event kinds of safety in time.
@@ -86,6 +89,8 @@ type safeJob struct {
 	reading   *devices.Reading
 	tries     int
 	next      time.Time
+	// running is set while a worker makes a try.
+	running bool
 }
 
 // drift is a change of an actuator's read-back the guard must record.
@@ -96,15 +101,26 @@ type drift struct {
 
 // safety holds the guard's work.
 type safety struct {
-	// mu guards jobs and drifts.
+	// mu guards everything below.
 	mu     sync.Mutex
 	jobs   map[string]*safeJob
 	drifts []drift
-	wake   chan struct{}
+	// confirming holds, by target, the cancel of the confirmation of an
+	// act in progress: a drive to safe owed for the target cuts it short,
+	// so that the actuator's lock is not held from the drive.
+	confirming map[string]context.CancelCauseFunc
+	wake       chan struct{}
 }
+
+// errPreempted cuts short a confirmation for a drive to safe.
+var errPreempted = errors.New("a drive to safe took over")
+
+// errEngineStopping cuts short a confirmation as the gateway stops.
+var errEngineStopping = errors.New("the gateway is stopping")
 
 func (s *safety) init() {
 	s.jobs = map[string]*safeJob{}
+	s.confirming = map[string]context.CancelCauseFunc{}
 	s.wake = make(chan struct{}, 1)
 }
 
@@ -115,10 +131,14 @@ func (s *safety) poke() {
 	}
 }
 
-// request adds a drive to safe unless one is already owed for its target.
+// request owes a drive to safe, unless one is already owed for its
+// target, and cuts short the confirmation of an act on the target.
 func (s *safety) request(j safeJob) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if cancel, ok := s.confirming[j.target]; ok {
+		cancel(errPreempted)
+	}
 	if _, ok := s.jobs[j.target]; ok {
 		return
 	}
@@ -138,23 +158,53 @@ func (s *safety) now(device string) {
 	s.poke()
 }
 
+// confirmContext returns the context an act's confirmation runs under. A
+// drive to safe confirms under its own ctx. Any other act's confirmation
+// ends when the engine stops or when a drive to safe is owed for target;
+// done releases it.
+func (e *Engine) confirmContext(ctx context.Context, target string, safety bool) (context.Context, func()) {
+	if safety {
+		return ctx, func() {}
+	}
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(e.life, func() { cancel(errEngineStopping) })
+	e.safety.mu.Lock()
+	e.safety.confirming[target] = cancel
+	_, owed := e.safety.jobs[target]
+	e.safety.mu.Unlock()
+	if owed {
+		cancel(errPreempted)
+	}
+	return cctx, sync.OnceFunc(func() {
+		stop()
+		e.safety.mu.Lock()
+		delete(e.safety.confirming, target)
+		e.safety.mu.Unlock()
+		cancel(nil)
+	})
+}
+
 // maxDrifts bounds the drifts waiting for the guard; more are dropped and
 // logged, which a flapping contact could otherwise cause.
 const maxDrifts = 256
 
 // guard carries out drives to safe, running interlocks on staleness, TTL
-// expiry and drift records until ctx is done.
+// expiry and drift records until ctx is done. Each drive to safe runs in
+// a worker of its own, so that one slow actuator holds up no other.
 func (e *Engine) guard(ctx context.Context) {
+	var workers sync.WaitGroup
+	defer workers.Wait()
 	cfg := e.conf()
 	for _, t := range slices.Sorted(maps.Keys(cfg.policies)) {
 		if p := cfg.policies[t]; p.Safe != nil && p.OnStart == SafeDrive {
 			e.safety.request(safeJob{target: t, trigger: TriggerStart, why: "on_start: safe"})
 		}
 	}
+	e.owedBefore(cfg)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		e.guardOnce(ctx)
+		e.guardOnce(ctx, &workers)
 		select {
 		case <-ctx.Done():
 			return
@@ -164,28 +214,44 @@ func (e *Engine) guard(ctx context.Context) {
 	}
 }
 
-// guardOnce does what is due now.
-func (e *Engine) guardOnce(ctx context.Context) {
+// owedBefore owes again the drives to safe a stop cut short: those whose
+// alarm still stands with its condition (a failed drive, a tripped running
+// interlock, a discrepancy with on_contradiction: safe).
+func (e *Engine) owedBefore(cfg *config) {
+	for _, a := range e.Alarms() {
+		t := ref(a.Device, a.Capability)
+		pol := cfg.policies[t]
+		if !a.Condition || pol == nil || pol.Safe == nil {
+			continue
+		}
+		why := "owed when the gateway stopped (" + a.ID + ": " + a.Message + ")"
+		switch {
+		case a.Kind == AlarmInterlock:
+			e.safety.request(safeJob{target: t, trigger: TriggerInterlock, why: why})
+		case a.Kind == AlarmSafeDrive:
+			e.safety.request(safeJob{target: t, trigger: TriggerRestart, why: why})
+		case a.Kind == AlarmDiscrepancy && pol.Confirm != nil && pol.Confirm.OnDiscrepancy == SafeDrive:
+			e.safety.request(safeJob{target: t, trigger: TriggerDiscrepancy, why: why})
+		}
+	}
+}
+
+// guardOnce does what is due now, starting a worker for each drive to
+// safe that is due and not already being tried.
+func (e *Engine) guardOnce(ctx context.Context, workers *sync.WaitGroup) {
 	e.recordDrifts(ctx)
 	e.expireTTLs()
 	e.checkStale(ctx)
 	now := e.now()
-	var due []safeJob
-	func() {
-		e.safety.mu.Lock()
-		defer e.safety.mu.Unlock()
-		for _, j := range e.safety.jobs {
-			if !now.Before(j.next) {
-				due = append(due, *j)
-			}
+	e.safety.mu.Lock()
+	defer e.safety.mu.Unlock()
+	for _, j := range e.safety.jobs {
+		if j.running || now.Before(j.next) || ctx.Err() != nil {
+			continue
 		}
-	}()
-	slices.SortFunc(due, func(a, b safeJob) int { return strings.Compare(a.target, b.target) })
-	for _, j := range due {
-		if ctx.Err() != nil {
-			return
-		}
-		e.runSafeJob(ctx, j)
+		j.running = true
+		job := *j
+		workers.Go(func() { e.runSafeJob(ctx, job) })
 	}
 }
 
@@ -199,52 +265,65 @@ func backoff(n int) time.Duration {
 	return min(d, time.Minute)
 }
 
+// The outcomes of a drive to safe.
+const (
+	driven = iota // the actuator is at its safe value
+	moot          // it is no longer owed (a TTL renewed, no safe value)
+	failed        // it was not driven; it is tried again
+)
+
 // runSafeJob makes one try of a drive to safe.
 func (e *Engine) runSafeJob(ctx context.Context, j safeJob) {
 	j.tries++
-	done, why := e.driveSafe(ctx, j)
+	outcome, why := e.driveSafe(ctx, j)
 	dev, capability := splitRef(j.target)
-	e.safety.mu.Lock()
-	cur, ok := e.safety.jobs[j.target]
-	if done {
-		if ok {
-			delete(e.safety.jobs, j.target)
+	var next time.Time
+	func() {
+		e.safety.mu.Lock()
+		defer e.safety.mu.Unlock()
+		cur, ok := e.safety.jobs[j.target]
+		if !ok {
+			return
 		}
-	} else if ok {
-		cur.tries, cur.next = j.tries, e.now().Add(backoff(j.tries))
-	}
-	next := time.Time{}
-	if ok && !done {
+		if outcome != failed {
+			delete(e.safety.jobs, j.target)
+			return
+		}
+		cur.running, cur.tries = false, j.tries
+		cur.next = e.now().Add(backoff(j.tries))
 		next = cur.next
-	}
-	e.safety.mu.Unlock()
-	if done {
+	}()
+	e.safety.poke()
+	switch {
+	case outcome == driven:
 		e.clearAlarm(ctx, AlarmSafeDrive, dev, capability, j.target+" is at its safe value")
 		e.clearAlarm(ctx, AlarmInterlock, dev, capability, j.target+" is at its safe value")
-		return
+	case outcome == moot:
+		e.clearAlarm(ctx, AlarmSafeDrive, dev, capability, "the drive of "+j.target+" to safe is no longer owed: "+why)
+	case ctx.Err() == nil:
+		msg := "the drive of " + j.target + " to safe (" + j.trigger + ": " + j.why + ") failed: " + why
+		if !next.IsZero() {
+			msg += "; try " + strconv.Itoa(j.tries+1) + " at " + next.Format(time.RFC3339)
+		}
+		e.raise(ctx, AlarmSafeDrive, dev, capability, msg, "")
 	}
-	if ctx.Err() != nil {
-		return
-	}
-	msg := "the drive of " + j.target + " to safe (" + j.trigger + ": " + j.why + ") failed: " + why
-	if !next.IsZero() {
-		msg += "; try " + strconv.Itoa(j.tries+1) + " at " + next.Format(time.RFC3339)
-	}
-	e.raise(ctx, AlarmSafeDrive, dev, capability, msg, "")
 }
 
 // driveSafe drives j's actuator to its safe value, unless it is known to
-// be there already or the reason is gone (a TTL renewed). It reports
-// whether the job is done, and if not why.
-func (e *Engine) driveSafe(ctx context.Context, j safeJob) (bool, string) {
+// be there already or the drive is no longer owed (a TTL renewed, which is
+// checked again under the actuator's lock). It says what came of it, and
+// why when it is not driven.
+func (e *Engine) driveSafe(ctx context.Context, j safeJob) (int, string) {
 	dev, capability := splitRef(j.target)
 	pol := e.conf().policies[j.target]
 	if pol == nil || pol.Safe == nil {
-		return true, ""
+		return moot, "it has no safe value any more"
 	}
+	var still func() string
 	if j.trigger == TriggerTTL {
-		if rc, ok := e.receipt(j.target); !ok || rc.Until.IsZero() || e.now().Before(rc.Until) {
-			return true, "" // renewed meanwhile
+		still = func() string { return e.renewed(j.target, pol) }
+		if why := still(); why != "" {
+			return moot, why
 		}
 	}
 	body := SafeDriveBody{Device: dev, Capability: capability, Trigger: j.trigger, Why: j.why, Safe: *pol.Safe,
@@ -256,24 +335,37 @@ func (e *Engine) driveSafe(ctx context.Context, j safeJob) (bool, string) {
 			body.Why += "; it is already at its safe value"
 			_, _ = e.commit(ctx, Sync, Event{Kind: KindSafeDrive, Device: dev}, body, nil)
 		}
-		return true, ""
+		return driven, ""
 	}
 	if j.trigger == TriggerInterlock && j.tries == 1 {
 		e.raise(ctx, AlarmInterlock, dev, capability, j.why, "")
 	}
-	if _, err := e.commit(ctx, Sync, Event{Kind: KindSafeDrive, Device: dev}, body, nil); err != nil {
-		return false, "the drive could not be journaled: " + err.Error()
-	}
 	e.log.Warn("driving to safe", "device_id", dev, "capability", capability, "trigger", j.trigger, "why", j.why, "try", j.tries)
 	obs := e.write(ctx, &writeReq{key: PrincipalSafety + "/" + newID("safe"), principal: PrincipalSafety, origin: "safety",
-		reason: j.trigger + ": " + j.why, device: dev, capability: capability, value: *pol.Safe, safety: j.trigger})
+		reason: j.trigger + ": " + j.why, device: dev, capability: capability, value: *pol.Safe,
+		safety: j.trigger, safeDrive: &body, still: still})
 	switch {
+	case obs.Stage == stageMoot:
+		return moot, obs.Why
 	case obs.Kind != Acted:
-		return false, obs.Why
+		return failed, obs.Why
 	case obs.Receipt != nil && obs.Receipt.Confirmation.Discrepant():
-		return false, string(obs.Receipt.Confirmation) + ": " + obs.Receipt.Detail
+		return failed, string(obs.Receipt.Confirmation) + ": " + obs.Receipt.Detail
 	}
-	return true, ""
+	return driven, ""
+}
+
+// stageMoot marks a drive to safe found no longer owed under its lock.
+const stageMoot = "moot"
+
+// renewed says why target's TTL no longer runs out (a newer act to a
+// value other than safe, with a dead man still running), or "".
+func (e *Engine) renewed(target string, pol *CapPolicy) string {
+	rc, ok := e.receipt(target)
+	if ok && !rc.Value.Equal(*pol.Safe) && rc.Until.After(e.now()) {
+		return "renewed by attempt " + rc.Attempt + " until " + rc.Until.Format(time.RFC3339)
+	}
+	return ""
 }
 
 // atSafe reports whether target is known to be at its safe value: read
@@ -354,19 +446,30 @@ func (e *Engine) checkStale(ctx context.Context) {
 		if !e.away(t, pol) {
 			continue
 		}
+		// A reading past half its max_age is read again, so that a sensor
+		// nobody polls still stops the actuator within max_age. One whose
+		// device is offline is not asked: its readings are bad already.
 		now := e.now()
-		var stale []governance.Condition
+		var due []governance.Condition
 		for _, c := range pol.While {
-			if f, ok := e.facts.Fact(c.Sensor); !ok || !f.Good || now.Sub(f.At) > maxAge(c) {
-				stale = append(stale, c)
+			if f, ok := e.facts.Fact(c.Sensor); ok && f.Good && now.Sub(f.At) <= maxAge(c)/2 {
+				continue
 			}
+			if dev, _ := splitRef(c.Sensor); !e.online(dev) {
+				continue
+			}
+			due = append(due, c)
 		}
-		if len(stale) == 0 {
-			continue
+		if len(due) > 0 {
+			e.gather(ctx, due, true)
 		}
-		e.gather(ctx, stale, true)
 		e.checkWhile(cfg, t, pol, e.now(), true)
 	}
+}
+
+func (e *Engine) online(device string) bool {
+	_, ok := e.reg.Lookup(device)
+	return ok
 }
 
 // checkWhile evaluates target's running interlocks and owes a drive to
@@ -466,22 +569,38 @@ func (e *Engine) recordDrifts(ctx context.Context) {
 
 // SafeStop drives every actuator with a safe value to it, unless its
 // policy says on_stop: keep, as the gateway stops cleanly. It first stops
-// every run, so that none acts again, and waits for them. Drives that
-// fail are logged and alarmed; they are not retried. Call it before the
+// every run, so that none acts again, and cuts short their confirmations;
+// it waits for them while ctx allows. The drives are made at once, each in
+// its own goroutine, within ctx. A drive that fails or that ctx leaves no
+// time for is logged and alarmed; none is retried. Call it before the
 // engine's Run ends.
 func (e *Engine) SafeStop(ctx context.Context) {
 	e.stop()
-	e.wg.Wait()
+	ended := make(chan struct{})
+	go func() { e.wg.Wait(); close(ended) }() // ends with the runs, which end within the driver timeout
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		e.log.Error("runs had not ended when the time to stop ran out; driving to safe regardless")
+	}
 	cfg := e.conf()
+	var drives sync.WaitGroup
 	for _, t := range slices.Sorted(maps.Keys(cfg.policies)) {
 		p := cfg.policies[t]
-		if p.Safe == nil || p.OnStop == SafeKeep || ctx.Err() != nil {
+		if p.Safe == nil || p.OnStop == SafeKeep {
 			continue
 		}
-		j := safeJob{target: t, trigger: TriggerStop, why: "the gateway is stopping", tries: 1}
-		if done, why := e.driveSafe(ctx, j); !done {
-			dev, capability := splitRef(t)
-			e.raise(ctx, AlarmSafeDrive, dev, capability, "the drive of "+t+" to safe as the gateway stopped failed: "+why, "")
-		}
+		drives.Go(func() {
+			j := safeJob{target: t, trigger: TriggerStop, why: "the gateway is stopping", tries: 1}
+			if outcome, why := e.driveSafe(ctx, j); outcome == failed {
+				if ctx.Err() != nil {
+					why += " (the time to stop ran out)"
+				}
+				dev, capability := splitRef(t)
+				e.log.Error("not driven to safe as the gateway stopped", "device_id", dev, "capability", capability, "why", why)
+				e.raise(context.WithoutCancel(ctx), AlarmSafeDrive, dev, capability, "the drive of "+t+" to safe as the gateway stopped failed: "+why, "")
+			}
+		})
 	}
+	drives.Wait()
 }

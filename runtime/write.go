@@ -28,6 +28,11 @@ type writeReq struct {
 	// judged, asks nobody and passes a locked actuator, for driving to
 	// safe is never held up; it is witnessed like every act.
 	safety string
+	// safeDrive, with safety, is journaled under the actuator's lock
+	// before the act, as the reason for it, once still (if set) says ""
+	// (still owed); otherwise the drive is moot, and not made.
+	safeDrive *SafeDriveBody
+	still     func() string
 }
 
 // write is the write step. It returns an ApprovalRequest when it parks.
@@ -66,6 +71,17 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		return e.replay(ctx, base, prev, dg)
 	}
 	if w.safety != "" {
+		if w.still != nil {
+			if why := w.still(); why != "" {
+				base.Kind, base.Why, base.Stage = Refused, "no longer owed: "+why, stageMoot
+				return base
+			}
+		}
+		if b := w.safeDrive; b != nil {
+			if _, err := e.commit(ctx, Sync, Event{Kind: KindSafeDrive, Device: w.device}, b, nil); err != nil {
+				return e.failedQuiet(base, "not driving to safe: the reason could not be journaled", err)
+			}
+		}
 		return e.act(ctx, w, base, ent, c, e.conf().policies[target], dg, "safety:"+w.safety)
 	}
 	if a, locked := e.lockedBy(target); locked {
@@ -91,8 +107,13 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 				env.Type = c.Type
 			}
 			// A running interlock is also a permissive: an act it would
-			// undo at once is not made.
+			// undo at once is not made. Permissives guard a start: a
+			// command to the safe value (stopping the pump, closing the
+			// valve) is never held up by them.
 			conds = append(slices.Clip(pol.Interlocks), pol.While...)
+			if pol.Safe != nil && w.value.Equal(*pol.Safe) {
+				conds = nil
+			}
 		}
 		if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
 			for _, s := range c.Enum {
