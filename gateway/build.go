@@ -901,7 +901,7 @@ var uplinkSchemes = []string{"tcp://", "ssl://", "tls://", "ws://", "wss://", "m
 
 func (c *checker) uplink(p path, uc *UplinkConfig, gatewayID string) *uplink.Options {
 	o := &uplink.Options{URL: uc.URL, ClientID: uc.ClientID, Username: uc.Username, Prefix: uc.Prefix,
-		Forward: uplink.Forward{Events: true, State: true, Receipts: true, Approvals: true}}
+		Forward: uplink.Forward{Events: true, State: true, Receipts: true, Approvals: true, Alarms: true}}
 	ok := false
 	for _, s := range uplinkSchemes {
 		if strings.HasPrefix(uc.URL, s) && len(uc.URL) > len(s) {
@@ -940,7 +940,8 @@ func (c *checker) uplink(p path, uc *UplinkConfig, gatewayID string) *uplink.Opt
 		for _, x := range []struct {
 			set *bool
 			to  *bool
-		}{{f.Events, &o.Forward.Events}, {f.State, &o.Forward.State}, {f.Receipts, &o.Forward.Receipts}, {f.Approvals, &o.Forward.Approvals}} {
+		}{{f.Events, &o.Forward.Events}, {f.State, &o.Forward.State}, {f.Receipts, &o.Forward.Receipts}, {f.Approvals, &o.Forward.Approvals},
+			{f.Alarms, &o.Forward.Alarms}} {
 			if x.set != nil {
 				*x.to = *x.set
 			}

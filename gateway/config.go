@@ -110,6 +110,7 @@ type ForwardConfig struct {
 	State     *bool `yaml:"state"`
 	Receipts  *bool `yaml:"receipts"`
 	Approvals *bool `yaml:"approvals"`
+	Alarms    *bool `yaml:"alarms"`
 }
 
 // UserConfig is one account of the MQTT broker and the console.

@@ -113,3 +113,20 @@ func TestSafetyInTimeConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestUplinkForwardsAlarmsUnlessTold: alarms go upstream by default, as
+// the rest does, and forward.alarms: false keeps them on this gateway.
+func TestUplinkForwardsAlarmsUnlessTold(t *testing.T) {
+	for _, c := range []struct {
+		forward string
+		want    bool
+	}{{"", true}, {", forward: {alarms: false}", false}} {
+		b, err := Load("c.yaml", []byte(minimal+"uplink: {url: \"tcp://site:1883\""+c.forward+"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := b.Uplink.Forward; f.Alarms != c.want || !f.Events || !f.Receipts {
+			t.Fatalf("uplink %q forwards %+v, want alarms %v", c.forward, f, c.want)
+		}
+	}
+}
