@@ -468,6 +468,9 @@ func (s *Server) startPlan(c echo.Context, sp runtime.StartPlan) (runtime.RunRec
 	switch {
 	case errors.Is(err, runtime.ErrUnknownPlan):
 		return rec, problem(http.StatusNotFound, clipIn(err.Error(), sp.Plan, sp.RequestID, sp.Reason))
+	case errors.Is(err, runtime.ErrPlanRunning):
+		// One run of a plan at a time; the message names the running one.
+		return rec, problem(http.StatusConflict, clipIn(err.Error(), sp.Plan, sp.RequestID, sp.Reason))
 	case err != nil:
 		return rec, s.engineError(c, err, "the plan could not be started")
 	}

@@ -86,7 +86,8 @@ func newSite(t testing.TB, o siteOptions) *site {
 		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
 			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(10), MaxAge: time.Minute}},
 			Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}}},
-		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}}},
+		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}},
+			{Name: "soak", Steps: []runtime.PlanStep{{Op: runtime.OpWait, Wait: time.Hour}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +207,11 @@ func TestBadRequestsNameTheProblem(t *testing.T) {
 	s.expect("POST", "/api/v1/plans/nope/start", "operator", `{}`, 404, "unknown plan")
 	s.expect("POST", "/api/v1/plans/flush/start", "operator", `{"id":"p-1"}`, 202, `"plan":"flush"`)
 	s.expect("GET", "/api/v1/runs", "viewer", "", 200, `"plan":"flush"`)
+	// One run of a plan at a time: a second start is refused, naming the
+	// running one.
+	soak := s.expect("POST", "/api/v1/plans/soak/start", "operator", `{"id":"s-1"}`, 202, `"plan":"soak"`)
+	run := regexp.MustCompile(`run-[0-9a-f]+`).FindString(soak)
+	s.expect("POST", "/api/v1/plans/soak/start", "operator", `{"id":"s-2"}`, 409, "plan soak is already running as "+run)
 	s.expect("GET", "/api/v1/runs?plan=flush&origin=api", "viewer", "", 200, `"plan":"flush"`)
 	if _, body := s.call("GET", "/api/v1/runs?plan=other", "viewer", ""); body != "[]\n" && body != "[]" {
 		t.Fatalf("runs of another plan = %s", body)

@@ -81,6 +81,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, principal, replyTo string, r 
 		rep := base
 		if err != nil {
 			rep.Outcome = OutcomeFailed
+			if errors.Is(err, runtime.ErrPlanRunning) {
+				// One run of a plan at a time: the running one is named.
+				rep.Outcome = OutcomeRefused
+			}
 			rep.Why, rep.ErrorID = d.failure(err, principal, base.ID)
 			reply(rep)
 			return
@@ -114,7 +118,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, principal, replyTo string, r 
 // the log.
 func (d *Dispatcher) failure(err error, principal, id string) (why, errorID string) {
 	switch {
-	case errors.Is(err, runtime.ErrUnknownPlan):
+	case errors.Is(err, runtime.ErrUnknownPlan), errors.Is(err, runtime.ErrPlanRunning):
 		return err.Error(), ""
 	case errors.Is(err, runtime.ErrStopped), errors.Is(err, context.Canceled):
 		return "the gateway is stopping; send the command again once it is back", ""

@@ -630,3 +630,27 @@ func TestFailedLoginsAreJournaledAsOneSummary(t *testing.T) {
 		t.Fatalf("the summary carries a password: %s", logins[0].Body)
 	}
 }
+
+// TestASecondRunOfAPlanIsRefusedNamingTheFirst: a plan runs one run at a
+// time, whoever starts it; the reply names the run that has not ended.
+func TestASecondRunOfAPlanIsRefusedNamingTheFirst(t *testing.T) {
+	gw := startGW(t, gwOptions{})
+	alice := gw.mustClient("alice", "alice-password")
+	replies := subscribe(t, alice, prefix+"reply/#")
+	publish(t, alice, prefix+"run/flush", 1, `{"id": "f-1"}`)
+	first := nextReply(t, replies, "the first start")
+	if first.Outcome != command.OutcomeStarted || first.Run == "" {
+		t.Fatalf("first start %+v", first)
+	}
+	publish(t, alice, prefix+"run/flush", 1, `{"id": "f-2"}`)
+	for {
+		r := nextReply(t, replies, "the second start")
+		if r.ID != "f-2" {
+			continue // the first run's own replies
+		}
+		if r.Outcome != command.OutcomeRefused || r.ErrorID != "" || !strings.Contains(r.Why, "already running as "+first.Run) {
+			t.Fatalf("second start %+v; want refused, naming %s", r, first.Run)
+		}
+		return
+	}
+}
