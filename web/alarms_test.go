@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -264,5 +265,28 @@ func TestAlarmsConsole(t *testing.T) {
 	}
 	if code, note := post(admin, shelve, url.Values{"_csrf": {tok}, "for": {"0"}}); code != http.StatusSeeOther || !strings.Contains(note, "is not shelved") {
 		t.Fatalf("unshelving = %d, note %q", code, note)
+	}
+}
+
+// TestDeviceCardShowsTheDeadMan: an actuation with a TTL shows, on its
+// device's card, when it goes back to safe unless renewed.
+func TestDeviceCardShowsTheDeadMan(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "interlocked"})
+	b := s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"id":"ttl-1"}`, 200, `"until":"`)
+	var r struct {
+		Receipt struct {
+			Until time.Time `json:"until"`
+		} `json:"receipt"`
+	}
+	if err := json.Unmarshal([]byte(b), &r); err != nil || r.Receipt.Until.IsZero() {
+		t.Fatalf("reply %s (%v): want the receipt's until", b, err)
+	}
+	viewer := s.browser()
+	if code := viewer.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, page, _ := viewer.page("/devices")
+	if want := "dead man: back to safe at " + r.Receipt.Until.Local().Format("15:04:05") + " unless renewed"; !strings.Contains(page, want) {
+		t.Fatalf("the valve's card does not say %q:\n%s", want, page)
 	}
 }

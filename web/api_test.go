@@ -55,6 +55,9 @@ type siteOptions struct {
 // tokens by role; each is also the token's name.
 var tokens = []string{"viewer", "operator", "approver", "approver2", "admin"}
 
+// closed is the valve's safe value.
+var closed = value.Bool(false)
+
 func newSite(t testing.TB, o siteOptions) *site {
 	t.Helper()
 	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName), journal.Options{})
@@ -85,7 +88,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		Modes:           []governance.Mode{twoPerson},
 		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
 			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(10), MaxAge: time.Minute}},
-			Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}}},
+			Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}, Safe: &closed, TTL: time.Hour}},
 		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}},
 			{Name: "soak", Steps: []runtime.PlanStep{{Op: runtime.OpWait, Wait: time.Hour}}}},
 	})
