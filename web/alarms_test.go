@@ -124,6 +124,15 @@ func TestAlarmsAPIRolesAndErrors(t *testing.T) {
 			t.Errorf("the alarm events do not hold %s: %s", want, evs)
 		}
 	}
+	// The fitter frees the valve: a confirmed act clears the condition,
+	// and the acknowledged alarm is back to normal, which ends its life.
+	s.g.SetFault("valve-1", sim.Fault{})
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":false,"id":"mended"}`, 200, `"confirmation":"confirmed"`)
+	s.expect("GET", path, "viewer", "", 200, `"state":"cleared","condition":false`)
+	if b := s.alarms(); b.Counts != (runtime.AlarmCounts{}) {
+		t.Fatalf("counts once it is back to normal = %+v", b.Counts)
+	}
+	s.expect("POST", path+"/ack", "operator", `{"comment":"again"}`, 409, "not waiting for an acknowledgement")
 }
 
 // A flood of the same alarm is one alarm with a count, shown once on the
