@@ -78,7 +78,9 @@ func TestSafeStopCutsShortRunsAndDrivesAtOnce(t *testing.T) {
 		}))
 		g.g.Adjust(func(s *sim.State) { s.Heater = true })
 		g.g.SetFault("heater-1", sim.Fault{Stuck: true}) // its drive ends wrong_final after 5s
-		go g.do("mqtt:ann", "open-1", "valve-1", "open", on)
+		go func() {
+			_, _ = g.e.Do(g.ctx, runtime.Command{Principal: "mqtt:ann", Origin: "test", RequestID: "open-1", Device: "valve-1", Capability: "open", Value: on})
+		}()
 		time.Sleep(5 * time.Second) // the valve's confirmation watches for 2 minutes
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
@@ -117,7 +119,9 @@ func TestTTLIsArmedForAnActCutShortByAStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := startGuarded(t, nil, nil, nil)
 		g.g.SetFault("pump-1", sim.Fault{AckDelay: time.Hour}) // the pump runs; the answer never comes
-		go g.do("mqtt:ann", "on-1", "pump-1", "on", on)
+		go func() {
+			_, _ = g.e.Do(g.ctx, runtime.Command{Principal: "mqtt:ann", Origin: "test", RequestID: "on-1", Device: "pump-1", Capability: "on", Value: on})
+		}()
 		time.Sleep(2 * time.Second)
 		// The gateway dies while the driver writes: the attempt is executing.
 		j := g.j
