@@ -629,6 +629,9 @@ func (c *checker) policy(p path, device string, cc CapabilityConfig) (*runtime.C
 	}
 	if cc.TTL != "" {
 		pol.TTL = c.duration(p.with("ttl"), cc.TTL, 0)
+		if pol.TTL > 0 && pol.TTL < time.Second {
+			c.errf(p.with("ttl"), "a ttl of %s is shorter than a second, which is how often it is checked", pol.TTL)
+		}
 		needSafe("ttl", "a ttl")
 		if cc.Effects == nil || !isTrue(cc.Effects.Reversible) {
 			c.errf(p.with("ttl"), "a ttl reverts a reversible actuation; declare effects: {reversible: true} on %s.%s", device, cc.Name)

@@ -121,9 +121,18 @@ func logEvent(log *slog.Logger, ev runtime.Event) {
 		// shelving is what people did about it.
 		var b struct {
 			Action string `json:"action"`
+			Alarm  struct {
+				Priority runtime.AlarmPriority `json:"priority"`
+			} `json:"alarm"`
 		}
-		if json.Unmarshal(ev.Body, &b) != nil || b.Action == runtime.AlarmRaised {
+		switch {
+		case json.Unmarshal(ev.Body, &b) != nil:
 			level = slog.LevelError
+		case b.Action != runtime.AlarmRaised:
+		case b.Alarm.Priority.Rank() <= 1: // critical, high
+			level = slog.LevelError
+		default:
+			level = slog.LevelWarn
 		}
 	}
 	log.Log(context.Background(), level, string(ev.Kind), "seq", ev.Seq, "run", ev.Run, "step", ev.Step,

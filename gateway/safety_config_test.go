@@ -84,6 +84,7 @@ func TestSafetyInTimeConfigErrors(t *testing.T) {
 		{"while without safe", edit("        safe: false\n        ttl: 10m\n        on_start: safe\n", ""), `devices[2].capabilities[0].while: a running interlock needs a safe value`},
 		{"ttl not reversible", edit("effects: {reversible: true}", "effects: {reversible: false}"), `c.yaml:23:14: devices[2].capabilities[0].ttl: a ttl reverts a reversible actuation; declare effects: {reversible: true} on pump-1.on`},
 		{"bad ttl", edit("ttl: 10m", "ttl: forever"), `devices[2].capabilities[0].ttl: "forever" is not a positive duration`},
+		{"ttl too short", edit("ttl: 10m", "ttl: 1ns"), `devices[2].capabilities[0].ttl: a ttl of 1ns is shorter than a second`},
 		{"bad on_start", edit("on_start: safe", "on_start: off"), `c.yaml:24:19: devices[2].capabilities[0].on_start: on_start is safe or keep, not "off"`},
 		{"bad on_stop", edit("on_stop: keep", "on_stop: later"), `devices[2].capabilities[0].on_stop: on_stop is safe or keep, not "later"`},
 		{"while on itself", edit("while: [{sensor: tank-1.level", "while: [{sensor: pump-1.on"), `devices[2].capabilities[0].while[0].sensor: a running interlock reads another device`},

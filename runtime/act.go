@@ -182,6 +182,17 @@ func (e *Engine) afterAct(ctx context.Context, w *writeReq, pol *CapPolicy, rc *
 	case rc.Confirmation == Confirmed:
 		e.clearAlarm(ctx, AlarmDiscrepancy, w.device, w.capability, "attempt "+rc.Attempt+" was confirmed")
 		e.clearAlarm(ctx, AlarmUnconfirmed, w.device, w.capability, "attempt "+rc.Attempt+" was confirmed")
+		// Only a drive to safe acts on a locked actuator. Confirmed by
+		// the world, it tells where the actuator stands: whether the
+		// earlier act whose outcome was unknown took effect is moot.
+		target := ref(w.device, w.capability)
+		if held, locked := e.lockedBy(target); locked && held.ID != rc.Attempt {
+			e.decide.Lock()
+			if cur, ok := e.lockedBy(target); ok && cur.ID == held.ID {
+				e.supersedeLocked(ctx, held, "a later act on "+target+", attempt "+rc.Attempt+", was confirmed by the world: where it stands is known")
+			}
+			e.decide.Unlock()
+		}
 	}
 	// A value it was commanded to is no drift; the hand that moved it is
 	// overruled by the person who commanded it.
@@ -255,7 +266,12 @@ func (e *Engine) unknownAct(ctx context.Context, base Observation, a Attempt, c 
 	if !armed.Until.IsZero() {
 		e.setReceipt(target, armed)
 	}
-	e.lockTarget(target, a) // locked even if that record could not be written: fail closed
+	// Locked even if that record could not be written: fail closed.
+	if prev, superseded := e.lockTarget(target, a); superseded {
+		e.decide.Lock()
+		e.supersedeLocked(ctx, prev, "a later act on "+target+", attempt "+a.ID+", is of unknown outcome too and holds the lock now")
+		e.decide.Unlock()
+	}
 	if c.ReadBack {
 		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
 		switch {
@@ -304,11 +320,23 @@ func (e *Engine) setReceipt(target string, rc Receipt) {
 	e.receipts[target] = rc
 }
 
-// lockTarget locks target until attempt a is reconciled or resolved.
-func (e *Engine) lockTarget(target string, a Attempt) {
+// lockTarget locks target until attempt a is reconciled or resolved. It
+// returns the attempt that held the lock before, if another did: it is
+// superseded, and the caller settles it so.
+func (e *Engine) lockTarget(target string, a Attempt) (Attempt, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	prev, had := e.locked[target]
 	e.locked[target] = a
+	return prev, had && prev.ID != a.ID
+}
+
+// supersedeLocked settles attempt a, whose outcome is unknown, as
+// superseded by a later act on its actuator. e.decide must be held.
+func (e *Engine) supersedeLocked(ctx context.Context, a Attempt, why string) {
+	if err := e.settleFound(ctx, a, "gateway", why, FoundSuperseded, nil, nil); err != nil {
+		e.log.Error("a superseded attempt could not be settled in the journal", "attempt", a.ID, "error", err)
+	}
 }
 
 func attemptBody(a *Attempt) AttemptBody {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Alarms follow ISA-18.2. An alarm is raised when a condition a person
@@ -129,8 +131,10 @@ type Alarm struct {
 	// Condition is true while the condition that raised it holds. A
 	// latching alarm can be active with its condition gone.
 	Condition bool `json:"condition"`
-	// Message says why it was last raised.
-	Message string `json:"message"`
+	// Message says why it was last raised; it is kept when the
+	// condition clears, which ClearedWhy says.
+	Message    string `json:"message"`
+	ClearedWhy string `json:"cleared_why,omitempty"`
 	// Attempt names the actuation attempt behind it, if any.
 	Attempt string `json:"attempt,omitempty"`
 	// Count is how many times it was raised since it was last normal.
@@ -256,6 +260,8 @@ var (
 	// ErrBadAlarmRequest is a request that lacks what it needs (a comment,
 	// a reason, a duration within bounds).
 	ErrBadAlarmRequest = errors.New("bad alarm request")
+	// ErrAlarmNotStanding is a shelving of an alarm back to normal.
+	ErrAlarmNotStanding = errors.New("the alarm does not stand")
 )
 
 // alarms holds the alarm records. Changes are serialised by change, held
@@ -329,9 +335,9 @@ func (e *Engine) alarmChange(ctx context.Context, id string, fresh func() *Alarm
 	e.alarms.mu.Unlock()
 	switch action {
 	case AlarmRaised:
-		e.log.Warn("alarm", "alarm", id, "priority", next.Priority, "count", next.Count, "message", next.Message)
+		e.log.Debug("alarm", "alarm", id, "priority", next.Priority, "count", next.Count, "message", next.Message)
 	default:
-		e.log.Info("alarm "+action, "alarm", id, "state", next.State, "by", by)
+		e.log.Debug("alarm "+action, "alarm", id, "state", next.State, "by", by)
 	}
 	return next, nil
 }
@@ -351,7 +357,7 @@ func (e *Engine) raiseID(ctx context.Context, id string, kind AlarmKind, device,
 	_, err := e.alarmChange(context.WithoutCancel(ctx), id, fresh, func(a *Alarm) (string, error) {
 		a.Priority, a.Latching = class.Priority, class.Latching
 		a.Message, a.Attempt, a.LastAt, a.Condition = why, attempt, now, true
-		a.ClearedAt = time.Time{}
+		a.ClearedAt, a.ClearedWhy = time.Time{}, ""
 		switch a.State {
 		case AlarmNormal:
 			a.State, a.Count, a.RaisedAt = AlarmActive, 1, now
@@ -388,16 +394,14 @@ func (e *Engine) clearID(ctx context.Context, id, why string) {
 		if !a.Condition {
 			return "", nil
 		}
-		a.Condition, a.ClearedAt = false, now
-		if why != "" {
-			a.Message = why
-		}
+		a.Condition, a.ClearedAt, a.ClearedWhy = false, now, why
 		switch {
 		case a.State == AlarmActiveAcked:
 			a.State = AlarmNormal
 		case a.State == AlarmActive && !a.Latching:
 			a.State = AlarmClearedUnacked
 		}
+		normalised(a)
 		return AlarmCleared, nil
 	}, "gateway", "")
 	if err != nil {
@@ -405,12 +409,41 @@ func (e *Engine) clearID(ctx context.Context, id, why string) {
 	}
 }
 
+// normalised ends the shelving of an alarm back to normal: shelving
+// hides an alarm that stands, never its next occurrence.
+func normalised(a *Alarm) {
+	if a.State == AlarmNormal {
+		a.ShelvedUntil, a.ShelvedBy, a.ShelveReason = time.Time{}, "", ""
+	}
+}
+
+// maxAlarmText bounds a comment or a reason, in characters.
+const maxAlarmText = 500
+
+// alarmText checks a person's comment or reason: something a person can
+// read, at most maxAlarmText characters.
+func alarmText(what, s string) (string, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }):
+		return "", fmt.Errorf("%w: %s needs words a person can read", ErrBadAlarmRequest, what)
+	case utf8.RuneCountInString(s) > maxAlarmText:
+		return "", fmt.Errorf("%w: %s is over %d characters", ErrBadAlarmRequest, what, maxAlarmText)
+	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }):
+		return "", fmt.Errorf("%w: %s holds control characters", ErrBadAlarmRequest, what)
+	}
+	return s, nil
+}
+
 // AckAlarm acknowledges an alarm that waits for it, with a comment. A
 // latching alarm whose condition is gone returns to normal.
 func (e *Engine) AckAlarm(ctx context.Context, id, by, comment string) (Alarm, error) {
-	comment = strings.TrimSpace(comment)
-	if comment == "" {
+	if strings.TrimSpace(comment) == "" {
 		return Alarm{}, fmt.Errorf("%w: an acknowledgement needs a comment", ErrBadAlarmRequest)
+	}
+	comment, err := alarmText("an acknowledgement's comment", comment)
+	if err != nil {
+		return Alarm{}, err
 	}
 	if by == "" {
 		return Alarm{}, fmt.Errorf("%w: an acknowledgement needs a person", ErrBadAlarmRequest)
@@ -426,6 +459,7 @@ func (e *Engine) AckAlarm(ctx context.Context, id, by, comment string) (Alarm, e
 			return "", fmt.Errorf("alarm %s is %s: %w", id, a.State, ErrAlarmNotUnacknowledged)
 		}
 		a.AckedBy, a.AckedAt, a.Comment = by, now, comment
+		normalised(a)
 		return AlarmAcknowledged, nil
 	}, by, comment)
 }
@@ -433,17 +467,25 @@ func (e *Engine) AckAlarm(ctx context.Context, id, by, comment string) (Alarm, e
 // ShelveAlarm shelves an alarm for d, at most Options.MaxShelve, with a
 // reason; d of zero unshelves it.
 func (e *Engine) ShelveAlarm(ctx context.Context, id, by string, d time.Duration, reason string) (Alarm, error) {
-	reason = strings.TrimSpace(reason)
 	switch {
 	case by == "":
 		return Alarm{}, fmt.Errorf("%w: shelving needs a person", ErrBadAlarmRequest)
-	case d < 0 || d > e.opts.MaxShelve:
-		return Alarm{}, fmt.Errorf("%w: an alarm is shelved for more than 0 and at most %s, not %s", ErrBadAlarmRequest, e.opts.MaxShelve, d)
-	case d > 0 && reason == "":
+	case d < 0 || d > e.opts.MaxShelve || d > 0 && d < time.Minute:
+		return Alarm{}, fmt.Errorf("%w: an alarm is shelved for at least 1m and at most %s, not %s", ErrBadAlarmRequest, e.opts.MaxShelve, d)
+	case d > 0 && strings.TrimSpace(reason) == "":
 		return Alarm{}, fmt.Errorf("%w: shelving needs a reason", ErrBadAlarmRequest)
+	}
+	if d > 0 {
+		var err error
+		if reason, err = alarmText("shelving's reason", reason); err != nil {
+			return Alarm{}, err
+		}
 	}
 	now := e.now()
 	return e.alarmChange(ctx, id, nil, func(a *Alarm) (string, error) {
+		if d > 0 && a.State == AlarmNormal {
+			return "", fmt.Errorf("alarm %s is back to normal; an alarm is shelved while it stands: %w", id, ErrAlarmNotStanding)
+		}
 		if d == 0 {
 			if a.ShelvedUntil.IsZero() {
 				return "", nil

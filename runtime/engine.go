@@ -147,6 +147,9 @@ type Engine struct {
 	// restoredAt the time of that event.
 	restoredSeq uint64
 	restoredAt  time.Time
+	// restoredLocks are the attempts that held actuators locked at start,
+	// for Run to read back once. Set by New, then only read.
+	restoredLocks []Attempt
 	// receipts holds the latest receipt of each actuator.
 	receipts map[string]Receipt
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -28,7 +29,7 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 		idx := i + 1
 		r.setStep(idx)
 		if ctx.Err() != nil {
-			end, why = EndCancelled, "cancelled before step "+strconv.Itoa(idx)
+			end, why = EndCancelled, cancelWhy(ctx, "before step "+strconv.Itoa(idx))
 			break
 		}
 		if left := r.leaseLeft(e.now(), false); left != "" {
@@ -54,8 +55,9 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 				end, why = EndFailed, obs.Why
 			}
 		}
-		if ctx.Err() != nil && end == EndCompleted {
-			end, why = EndCancelled, "cancelled during step "+strconv.Itoa(idx)
+		if ctx.Err() != nil && end != EndRefused && end != EndLeaseExhausted {
+			// A step cut short by the cancel ends the run cancelled.
+			end, why = EndCancelled, cancelWhy(ctx, "during step "+strconv.Itoa(idx))
 		}
 		if end != EndCompleted {
 			break
@@ -226,4 +228,13 @@ func (e *Engine) expect(ctx context.Context, r *run, idx int, x *Expect) Observa
 	}
 	base := Observation{Run: rec.ID, Step: idx, Device: dev, Capability: capability}
 	return e.failed(ctx, base, "expected "+x.Sensor+" "+string(x.Op)+" "+x.Value.String()+" within "+x.Within.String()+" ("+seen+")")
+}
+
+// cancelWhy says why a run was cancelled, and when: by a person (with
+// their reason), or as the gateway stopped.
+func cancelWhy(ctx context.Context, when string) string {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause.Error() + ", " + when
+	}
+	return "cancelled " + when
 }

@@ -93,6 +93,7 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	for _, a := range snap.Open {
 		e.recoverAttempt(ctx, a)
 	}
+	e.restoredLocks = e.Locks()
 	var resume []*run
 	parked := map[string]bool{}
 	for _, rr := range snap.Runs {
@@ -135,7 +136,10 @@ func (e *Engine) recoverAttempt(ctx context.Context, a Attempt) {
 	case AttemptExecuting:
 		a.State, a.Why = AttemptUnknown, "the gateway stopped while the driver was writing; whether the act took effect is unknown"
 	case AttemptUnknown:
-		e.lockTarget(target, a) // still unresolved from an earlier start
+		// Still unresolved from an earlier start.
+		if prev, superseded := e.lockTarget(target, a); superseded {
+			e.supersedeLocked(ctx, prev, "a later act on "+target+", attempt "+a.ID+", is of unknown outcome too and holds the lock now")
+		}
 		return
 	default:
 		return
@@ -170,7 +174,9 @@ func (e *Engine) recoverAttempt(ctx context.Context, a Attempt) {
 		return
 	}
 	// Locked even if the journal could not record it: fail closed.
-	e.lockTarget(target, a)
+	if prev, superseded := e.lockTarget(target, a); superseded {
+		e.supersedeLocked(ctx, prev, "a later act on "+target+", attempt "+a.ID+", is of unknown outcome too and holds the lock now")
+	}
 	if err == nil {
 		e.raise(ctx, AlarmLocked, a.Device, a.Capability, target+" is locked: attempt "+a.ID+" was executing when the gateway stopped", a.ID)
 	}
@@ -225,7 +231,12 @@ func (e *Engine) endRun(ctx context.Context, rr RunRecord, why string) {
 // the commanded value the attempt is reconciled and the lock lifts;
 // otherwise the lock stays until an admin resolves it.
 func (e *Engine) reconcile(ctx context.Context) {
-	for _, a := range e.Locks() {
+	for _, a := range e.restoredLocks {
+		// Only the locks the journal held at start: one taken since was
+		// read back by the act that took it.
+		if cur, ok := e.lockOf(a); !ok || cur.ID != a.ID {
+			continue
+		}
 		obs := e.read(ctx, nil, 0, "gateway:reconcile", a.Device, a.Capability)
 		if obs.Kind != Completed || obs.Reading == nil {
 			e.stayLocked(ctx, a, "the read-back failed: "+obs.Why)
@@ -275,6 +286,11 @@ const (
 	// FoundNotActed: the act did not happen; the actuator's state stays
 	// what it was before.
 	FoundNotActed Found = "not_acted"
+	// FoundSuperseded: a later act settled where the actuator stands (it
+	// was confirmed by the world, or its own outcome is unknown and it
+	// holds the lock now): whether this one took effect is moot. The
+	// gateway finds it; a person answers acted or not_acted.
+	FoundSuperseded Found = "superseded"
 )
 
 // ErrFoundRequired is returned when a resolution does not say whether the
@@ -333,7 +349,9 @@ func (e *Engine) settleFound(ctx context.Context, a Attempt, by, why string, fou
 			e.receipts[target] = *state
 		}
 	}()
-	e.clearAlarm(ctx, AlarmLocked, a.Device, a.Capability, "attempt "+a.ID+" was reconciled by "+by+": "+why)
+	if _, still := e.lockedBy(target); !still {
+		e.clearAlarm(ctx, AlarmLocked, a.Device, a.Capability, "attempt "+a.ID+" was reconciled by "+by+": "+why)
+	}
 	return nil
 }
 

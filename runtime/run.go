@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,7 +144,7 @@ type run struct {
 	requestID string
 	// requestKey is the key of e.requests that names this run, if any.
 	requestKey string
-	cancel     context.CancelFunc
+	cancel     context.CancelCauseFunc
 	first      chan Observation // the first observation that ends or parks a step
 	firstDone  chan struct{}    // closed once first has been sent
 	done       chan struct{}
@@ -494,10 +495,10 @@ func (e *Engine) newRunLocked(p *Plan, principal, origin, requestID, reason, rep
 }
 
 func (e *Engine) start(r *run) {
-	ctx, cancel := context.WithCancel(e.life)
+	ctx, cancel := context.WithCancelCause(e.life)
 	r.cancel = cancel
 	e.wg.Go(func() {
-		defer cancel()
+		defer cancel(nil)
 		defer close(r.done)
 		e.execute(ctx, r)
 	})
@@ -535,11 +536,39 @@ func (e *Engine) Runs() []RunRecord {
 // Cancel cancels a run. A parked run ends cancelled; an act in progress
 // finishes its read-back first.
 func (e *Engine) Cancel(id string) error {
+	return e.cancelRun(id, nil)
+}
+
+// ErrRunNotFound is returned for a run that is not known.
+var ErrRunNotFound = errors.New("run not found")
+
+// ErrRunEnded is returned for a cancel of a run that has ended.
+var ErrRunEnded = errors.New("the run has ended")
+
+// CancelRun cancels a run for a person, whose name and reason its end
+// records. A parked run ends cancelled and its approval is closed; an act
+// in progress finishes its driver call first (its confirmation is cut
+// short), and nothing the run did is undone.
+func (e *Engine) CancelRun(id, by, reason string) error {
+	if by == "" {
+		return errors.New("a cancel names its person")
+	}
+	why := "cancelled by " + by
+	if reason = strings.TrimSpace(reason); reason != "" {
+		why += ": " + reason
+	}
+	return e.cancelRun(id, errors.New(why))
+}
+
+func (e *Engine) cancelRun(id string, cause error) error {
 	r, ok := e.runByID(id)
 	if !ok {
-		return errors.New("run " + id + " not found")
+		return fmt.Errorf("run %s: %w", id, ErrRunNotFound)
 	}
-	r.cancel()
+	if r.record().Status == RunEnded {
+		return fmt.Errorf("run %s: %w", id, ErrRunEnded)
+	}
+	r.cancel(cause)
 	return nil
 }
 

@@ -330,7 +330,7 @@ func (e *Engine) driveSafe(ctx context.Context, j safeJob) (int, string) {
 		Condition: j.condition, Reading: j.reading, Try: j.tries, Outcome: "driving"}
 	if e.atSafe(ctx, j.target, pol) {
 		e.dropUntil(j.target)
-		if j.tries > 1 || j.trigger == TriggerInterlock || j.trigger == TriggerDiscrepancy {
+		if j.tries > 1 || j.trigger == TriggerDiscrepancy {
 			body.Outcome = "done"
 			body.Why += "; it is already at its safe value"
 			_, _ = e.commit(ctx, Sync, Event{Kind: KindSafeDrive, Device: dev}, body, nil)

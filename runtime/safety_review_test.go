@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -167,7 +168,7 @@ func TestATTLDriveThatFailsIsTriedAgain(t *testing.T) {
 		if g.g.State().Pump {
 			t.Fatal("the drive was not tried again once the contactor was freed")
 		}
-		if a := g.alarm("safe_drive.pump-1.on"); a.Condition || !strings.Contains(a.Message, "is at its safe value") {
+		if a := g.alarm("safe_drive.pump-1.on"); a.Condition || !strings.Contains(a.Message, "wrong_final") || !strings.Contains(a.ClearedWhy, "is at its safe value") {
 			t.Fatalf("alarm %+v", a)
 		}
 	})
@@ -284,6 +285,120 @@ func TestARunningInterlockOnASensorNobodyPolls(t *testing.T) {
 		}
 		if st := g.g.State(); st.Pump || time.Since(start) > 40*time.Second {
 			t.Fatalf("pump %v stopped %v after start; the tank is at %.2f%%", st.Pump, time.Since(start), st.Level)
+		}
+	})
+}
+
+// TestUnknownOutcomesOfRetriedDrivesLeaveOneLock: a drive to safe whose
+// writes all end unknown (a driver error it cannot place) is retried;
+// each try supersedes the one before, so one attempt holds the lock and
+// the journal holds one open attempt, and a drive confirmed once the relay
+// is mended settles it: no lock is left behind for a later start.
+func TestUnknownOutcomesOfRetriedDrivesLeaveOneLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := startGuarded(t, nil, nil, nil)
+		want(t, g.do("mqtt:ann", "on-1", "pump-1", "on", on), runtime.Acted, "")
+		g.g.SetFault("pump-1", sim.Fault{WriteErr: errors.New("relay board said boom")})
+		time.Sleep(10*time.Minute + 10*time.Second)
+		synctest.Wait()
+		open := func() int {
+			snap, _ := g.j.Load(g.ctx)
+			return len(snap.Open)
+		}
+		if n := len(g.e.Locks()); n != 1 || open() != 1 {
+			t.Fatalf("%d locks and %d open attempts after retried drives, want 1 and 1", n, open())
+		}
+		g.g.SetFault("pump-1", sim.Fault{})
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		if g.g.State().Pump || len(g.e.Locks()) != 0 || open() != 0 {
+			t.Fatalf("pump %v, locks %+v, %d open attempts after a confirmed drive", g.g.State().Pump, g.e.Locks(), open())
+		}
+		if a := g.alarm("locked.pump-1.on"); a.Condition {
+			t.Fatalf("the lock's alarm stands with its condition: %+v", a)
+		}
+	})
+}
+
+// TestAlarmRequestsAreChecked: what a person writes must be readable and
+// bounded; a shelving is for an alarm that stands, at least a minute, and
+// ends when the alarm is back to normal; the message that raised an alarm
+// is kept when its condition clears.
+func TestAlarmRequestsAreChecked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := startGuarded(t, pumping(t), nil, nil)
+		g.g.SetFault("valve-1", sim.Fault{Stuck: true})
+		g.do("mqtt:ann", "open-1", "valve-1", "open", on)
+		id := "discrepancy.valve-1.open"
+		raised := g.alarm(id).Message
+		for _, c := range []struct{ comment, want string }{
+			{"\x00", "needs words a person can read"},
+			{"ok\u202e", "control characters"},
+			{strings.Repeat("x", 501), "over 500 characters"},
+		} {
+			if _, err := g.e.AckAlarm(g.ctx, id, "console:ann", c.comment); !errors.Is(err, runtime.ErrBadAlarmRequest) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("ack with %q: %v, want %q", c.comment, err, c.want)
+			}
+		}
+		if _, err := g.e.ShelveAlarm(g.ctx, id, "console:root", time.Second, "a moment"); !errors.Is(err, runtime.ErrBadAlarmRequest) {
+			t.Fatalf("a shelving for a second: %v", err)
+		}
+		if _, err := g.e.ShelveAlarm(g.ctx, id, "console:root", time.Hour, "fitter on site"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.e.AckAlarm(g.ctx, id, "console:ann", "valve jammed"); err != nil {
+			t.Fatal(err)
+		}
+		g.g.SetFault("valve-1", sim.Fault{})
+		want(t, g.do("mqtt:ann", "close-1", "valve-1", "open", off), runtime.Acted, "")
+		a := g.alarm(id)
+		if a.State != runtime.AlarmNormal || !a.ShelvedUntil.IsZero() || a.Message != raised || !strings.Contains(a.ClearedWhy, "was confirmed") {
+			t.Fatalf("back to normal %+v: want the shelving ended, the raising message kept and why it cleared", a)
+		}
+		if _, err := g.e.ShelveAlarm(g.ctx, id, "console:root", time.Hour, "pre-emptive"); !errors.Is(err, runtime.ErrAlarmNotStanding) {
+			t.Fatalf("shelving an alarm back to normal: %v", err)
+		}
+	})
+}
+
+// TestARenewalIsNoStart: commanding a running pump on again renews its
+// dead man even when the tank is below the start permissive, as long as
+// its running interlock holds; a renewal approved after the dead man ran
+// out is refused at the act, for it would start the pump.
+func TestARenewalIsNoStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := startGuarded(t, nil, nil, withPolicy("pump-1.on", func(p *runtime.CapPolicy) {
+			p.Interlocks = []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(10), MaxAge: time.Minute}}
+		}))
+		want(t, g.do("mqtt:ann", "on-1", "pump-1", "on", on), runtime.Acted, "")
+		g.g.Adjust(func(s *sim.State) { s.Level = 8 })
+		time.Sleep(3 * time.Second) // polled
+		renewal := g.do("mqtt:ann", "on-2", "pump-1", "on", on)
+		want(t, renewal, runtime.Acted, "")
+		if !renewal.Receipt.Until.After(time.Now().Add(9 * time.Minute)) {
+			t.Fatalf("renewal until %v", renewal.Receipt.Until)
+		}
+
+		// Asked in supervised mode while it runs, approved after its dead
+		// man ran out: refused at the act.
+		if _, _, err := g.e.SetMode(g.ctx, "console:root", governance.ModeSupervised, "test"); err != nil {
+			t.Fatal(err)
+		}
+		g.g.Adjust(func(s *sim.State) { s.Level = 60 })
+		time.Sleep(9*time.Minute + 50*time.Second)
+		asked := g.do("mqtt:ann", "on-3", "pump-1", "on", on)
+		want(t, asked, runtime.ApprovalRequest, "")
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		if g.g.State().Pump {
+			t.Fatal("the dead man did not run out")
+		}
+		g.answer(asked.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve})
+		if ev := g.outcome(asked.Run); ev.Kind != runtime.KindRefused || !strings.Contains(string(ev.Body), "was true when approval") {
+			t.Fatalf("the late renewal: %s %s", ev.Kind, ev.Body)
+		}
+		if g.g.State().Pump {
+			t.Fatal("a renewal approved after the dead man ran out started the pump")
 		}
 	})
 }

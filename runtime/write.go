@@ -111,8 +111,13 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 			// command to the safe value (stopping the pump, closing the
 			// valve) is never held up by them.
 			conds = append(slices.Clip(pol.Interlocks), pol.While...)
-			if pol.Safe != nil && w.value.Equal(*pol.Safe) {
+			switch {
+			case pol.Safe != nil && w.value.Equal(*pol.Safe):
 				conds = nil
+			case e.holds(target, w.value, pol.Interlocks):
+				// A renewal (the value it has, a dead man's again) is no
+				// start: only the running interlocks hold it.
+				conds = pol.While
 			}
 		}
 		if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
@@ -172,8 +177,18 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 	} else {
 		// Select before operate: the world may have changed while a person
 		// thought. Read the interlocks afresh and re-check what the approval
-		// cannot vouch for.
+		// cannot vouch for, and where the actuator stands: consent given to
+		// an act from one value is not consent from another (a renewal
+		// approved after its dead man ran out would start the pump).
 		e.gather(ctx, conds, true)
+		if was := w.resume.Current; was != nil && c.ReadBack {
+			if obs := e.read(ctx, nil, 0, "gateway:current", w.device, w.capability); obs.Kind == Completed && obs.Reading != nil &&
+				obs.Reading.Quality == devices.QualityGood && !obs.Reading.Value.Equal(*was) {
+				return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+					Why: "at the act: " + target + " was " + was.String() + " when approval " + w.resume.ID + " was asked and is " +
+						obs.Reading.Value.String() + " now; ask again"}, w.value)
+			}
+		}
 	}
 	if !steady(true) {
 		return e.refusedWrite(ctx, base, unsteady, w.value)
@@ -304,6 +319,9 @@ func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v gove
 		for _, c := range pol.Interlocks {
 			ap.Interlocks = append(ap.Interlocks, c.String())
 		}
+		for _, c := range pol.While {
+			ap.Interlocks = append(ap.Interlocks, "while "+c.String())
+		}
 	}
 	p := &pending{rec: ap, decided: make(chan struct{})}
 	target := ref(w.device, w.capability)
@@ -381,4 +399,20 @@ func (e *Engine) useAuthorization(ap *Approval, dg string) string {
 		}
 	}()
 	return ""
+}
+
+// holds reports whether target's latest reading is v, good, and no older
+// than any of conds trusts its own readings to be.
+func (e *Engine) holds(target string, v value.Value, conds []governance.Condition) bool {
+	rd, ok := e.facts.get(target)
+	if !ok || rd.Quality != devices.QualityGood || !rd.Value.Equal(v) {
+		return false
+	}
+	age := e.now().Sub(rd.At)
+	for _, c := range conds {
+		if age > maxAge(c) {
+			return false
+		}
+	}
+	return true
 }

@@ -111,7 +111,7 @@ func (s *Server) alarmError(c echo.Context, err error, public string, inputs ...
 	switch {
 	case errors.Is(err, runtime.ErrAlarmNotFound):
 		return problem(http.StatusNotFound, clipIn(err.Error(), inputs...))
-	case errors.Is(err, runtime.ErrAlarmNotUnacknowledged):
+	case errors.Is(err, runtime.ErrAlarmNotUnacknowledged), errors.Is(err, runtime.ErrAlarmNotStanding):
 		return problem(http.StatusConflict, clipIn(err.Error(), inputs...))
 	case errors.Is(err, runtime.ErrBadAlarmRequest):
 		return problem(http.StatusBadRequest, clipIn(err.Error(), inputs...))

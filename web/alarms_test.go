@@ -299,3 +299,40 @@ func TestDeviceCardShowsTheDeadMan(t *testing.T) {
 		t.Fatalf("the valve's card does not say %q:\n%s", want, page)
 	}
 }
+
+// TestCancelARunInTheConsole: an operator sees a Cancel button beside a run
+// that has not ended, and the run ends cancelled, naming them; a viewer is
+// offered none.
+func TestCancelARunInTheConsole(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "interlocked"})
+	rec, err := s.eng.StartPlan(t.Context(), runtime.StartPlan{Plan: "soak", Principal: "api:operator", Origin: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := s.browser()
+	if code := viewer.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	if _, page, _ := viewer.page("/runs"); strings.Contains(page, "/cancel") {
+		t.Fatal("a viewer is offered a cancel")
+	}
+	op := s.browser()
+	if code := op.login("olga", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, page, tok := op.page("/runs")
+	if !strings.Contains(page, `<form method="post" action="/runs/`+rec.ID+`/cancel"`) || !strings.Contains(page, `aria-label="Cancel run `+rec.ID+`"`) {
+		t.Fatalf("the runs page offers no cancel for %s:\n%s", rec.ID, page)
+	}
+	resp, err := op.c.PostForm(s.srv.URL+"/runs/"+rec.ID+"/cancel", url.Values{"_csrf": {tok}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("cancel = %d", resp.StatusCode)
+	}
+	if done, err := s.eng.Wait(t.Context(), rec.ID); err != nil || done.End != runtime.EndCancelled || !strings.Contains(done.Why, "cancelled by console:olga") {
+		t.Fatalf("the run = %+v, %v", done, err)
+	}
+}

@@ -45,6 +45,7 @@ func (s *Server) routes() {
 	api.POST("/approvals/:id", s.apiAnswer, approver)
 	api.GET("/runs", s.apiRuns, viewer)
 	api.POST("/plans/:name/start", s.apiStartPlan, operator)
+	api.POST("/runs/:id/cancel", s.apiCancelRun, operator)
 	api.GET("/events", s.apiEvents, viewer)
 	api.GET("/events/stream", s.apiStream, viewer)
 	api.GET("/mode", s.apiMode, viewer)
@@ -460,6 +461,33 @@ func (s *Server) apiStartPlan(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, rec)
+}
+
+func (s *Server) apiCancelRun(c echo.Context) error {
+	var b struct {
+		Reason string `json:"reason"`
+	}
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	if err := s.cancelRun(c, c.Param("id"), b.Reason); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"run": c.Param("id"), "status": "cancelling"})
+}
+
+// cancelRun cancels a run for the caller, from the API or a form.
+func (s *Server) cancelRun(c echo.Context, id, reason string) error {
+	err := s.eng.CancelRun(id, userOf(c).Principal, reason)
+	switch {
+	case errors.Is(err, runtime.ErrRunNotFound):
+		return problem(http.StatusNotFound, clipIn(err.Error(), id))
+	case errors.Is(err, runtime.ErrRunEnded):
+		return problem(http.StatusConflict, clipIn(err.Error(), id))
+	case err != nil:
+		return s.engineError(c, err, "the run could not be cancelled")
+	}
+	return nil
 }
 
 // startPlan starts a run of a plan for the caller, from the API or a form.

@@ -215,6 +215,16 @@ func TestBadRequestsNameTheProblem(t *testing.T) {
 	soak := s.expect("POST", "/api/v1/plans/soak/start", "operator", `{"id":"s-1"}`, 202, `"plan":"soak"`)
 	run := regexp.MustCompile(`run-[0-9a-f]+`).FindString(soak)
 	s.expect("POST", "/api/v1/plans/soak/start", "operator", `{"id":"s-2"}`, 409, "plan soak is already running as "+run)
+	// Which a person can cancel, with a reason the run's end keeps.
+	s.expect("POST", "/api/v1/runs/"+run+"/cancel", "viewer", `{}`, 403, "")
+	s.expect("POST", "/api/v1/runs/run-nope/cancel", "operator", `{}`, 404, "run not found")
+	s.expect("POST", "/api/v1/runs/"+run+"/cancel", "operator", `{"reason":"tank being cleaned","x":1}`, 400, `unknown field "x"`)
+	s.expect("POST", "/api/v1/runs/"+run+"/cancel", "operator", `{"reason":"tank being cleaned"}`, 202, `"status":"cancelling"`)
+	if rec, err := s.eng.Wait(t.Context(), run); err != nil || rec.End != runtime.EndCancelled || !strings.Contains(rec.Why, "cancelled by api:operator: tank being cleaned") {
+		t.Fatalf("the cancelled run = %+v, %v", rec, err)
+	}
+	s.expect("POST", "/api/v1/runs/"+run+"/cancel", "operator", `{}`, 409, "the run has ended")
+	s.expect("POST", "/api/v1/plans/soak/start", "operator", `{"id":"s-3"}`, 202, `"plan":"soak"`)
 	s.expect("GET", "/api/v1/runs?plan=flush&origin=api", "viewer", "", 200, `"plan":"flush"`)
 	if _, body := s.call("GET", "/api/v1/runs?plan=other", "viewer", ""); body != "[]\n" && body != "[]" {
 		t.Fatalf("runs of another plan = %s", body)

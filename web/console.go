@@ -135,6 +135,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/commands", s.commandForm, operator)
 	g.GET("/runs", s.runsPage, viewer)
 	g.POST("/plans/:name/start", s.startForm, operator)
+	g.POST("/runs/:id/cancel", s.cancelForm, operator)
 	g.GET("/journal", s.journalPage, viewer)
 	g.GET("/journal/export", s.exportJournal, viewer)
 	g.GET("/policy", s.policyPage, viewer)
@@ -305,6 +306,13 @@ func (s *Server) startForm(c echo.Context) error {
 		return formError(c, "/runs", err)
 	}
 	return back(c, "/runs", "Started "+rec.Plan+" as "+rec.ID+".")
+}
+
+func (s *Server) cancelForm(c echo.Context) error {
+	if err := s.cancelRun(c, c.Param("id"), c.FormValue("reason")); err != nil {
+		return formError(c, "/runs", err)
+	}
+	return back(c, "/runs", "Cancelled "+c.Param("id")+".")
 }
 
 type journalData struct {

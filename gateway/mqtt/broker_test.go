@@ -92,7 +92,8 @@ func testEngine(t testing.TB, dir string) (*runtime.Engine, *devicetest.Driver, 
 			"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true}, Confirm: readBack},
 			"heater-1.on":  {Effects: &runtime.Declared{Reversible: true, Contained: true, Costs: true}, Confirm: readBack},
 		},
-		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: value.Bool(true)}}}},
+		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpWrite, Device: "valve-1", Capability: "open", Value: value.Bool(true)}}},
+			{Name: "soak", Steps: []runtime.PlanStep{{Op: runtime.OpWait, Wait: time.Hour}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -637,12 +638,12 @@ func TestASecondRunOfAPlanIsRefusedNamingTheFirst(t *testing.T) {
 	gw := startGW(t, gwOptions{})
 	alice := gw.mustClient("alice", "alice-password")
 	replies := subscribe(t, alice, prefix+"reply/#")
-	publish(t, alice, prefix+"run/flush", 1, `{"id": "f-1"}`)
+	publish(t, alice, prefix+"run/soak", 1, `{"id": "f-1"}`)
 	first := nextReply(t, replies, "the first start")
 	if first.Outcome != command.OutcomeStarted || first.Run == "" {
 		t.Fatalf("first start %+v", first)
 	}
-	publish(t, alice, prefix+"run/flush", 1, `{"id": "f-2"}`)
+	publish(t, alice, prefix+"run/soak", 1, `{"id": "f-2"}`)
 	for {
 		r := nextReply(t, replies, "the second start")
 		if r.ID != "f-2" {
