@@ -89,6 +89,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "hash-password":
 		return hashPassword(stdin, stdout, stderr)
 	case "hash-token":
+		if len(args) > 1 {
+			// It takes no flags: --help and anything else is not a
+			// request for a token.
+			fmt.Fprint(stderr, "usage: shadowgate hash-token\n"+
+				"Makes an API token and its SHA-256, to configure as web.tokens[].token_hash; give the token to the client.\n")
+			if args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
+				return exitOK
+			}
+			return exitUsage
+		}
 		return hashToken(stdout)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "shadowgate", version)

@@ -122,3 +122,22 @@ func TestHangupReloadsTheConfiguration(t *testing.T) {
 		t.Fatalf("the gateway exited with %v after SIGHUP and SIGTERM", err)
 	}
 }
+
+// TestHashTokenHelpMakesNoToken: asking hash-token for help prints how to
+// use it, not a token that would be shown and thrown away.
+func TestHashTokenHelpMakesNoToken(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		code int
+	}{{"--help", exitOK}, {"-h", exitOK}, {"--bogus", exitUsage}} {
+		var out, errOut strings.Builder
+		if code := run([]string{"hash-token", c.arg}, strings.NewReader(""), &out, &errOut); code != c.code || out.Len() != 0 ||
+			!strings.Contains(errOut.String(), "usage: shadowgate hash-token") {
+			t.Errorf("hash-token %s = %d, stdout %q, stderr %q", c.arg, code, out.String(), errOut.String())
+		}
+	}
+	var out strings.Builder
+	if code := run([]string{"hash-token"}, strings.NewReader(""), &out, &out); code != exitOK || !strings.Contains(out.String(), "token_hash: ") {
+		t.Fatalf("hash-token = %d %q", code, out.String())
+	}
+}
