@@ -56,12 +56,13 @@ type browserSession struct {
 	dir  string // where screenshots go
 }
 
-func newBrowser(t *testing.T, base string) *browserSession {
+func newBrowser(t *testing.T, base string, extra ...chromedp.ExecAllocatorOption) *browserSession {
 	t.Helper()
 	chromium := needChromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true), chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900))
+	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)

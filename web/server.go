@@ -37,6 +37,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -207,10 +208,26 @@ func (s *Server) Listen() error {
 		}
 	}
 	if s.opts.TLS != nil {
-		ln = tls.NewListener(ln, s.opts.TLS)
+		ln = tls.NewListener(ln, withHTTP2(s.opts.TLS))
 	}
 	s.ln = ln
 	return nil
+}
+
+// withHTTP2 returns a copy of cfg that offers HTTP/2 first. http.Server
+// speaks HTTP/2 on a TLS listener of its own making, not on one it is
+// given, unless the listener's ALPN offers "h2". Over HTTP/2 every console
+// page's event stream shares one connection; over HTTP/1.1 a browser
+// keeps six a host, and a seventh tab waits.
+func withHTTP2(cfg *tls.Config) *tls.Config {
+	cfg = cfg.Clone()
+	if !slices.Contains(cfg.NextProtos, "h2") {
+		cfg.NextProtos = append([]string{"h2"}, cfg.NextProtos...)
+	}
+	if !slices.Contains(cfg.NextProtos, "http/1.1") {
+		cfg.NextProtos = append(cfg.NextProtos, "http/1.1")
+	}
+	return cfg
 }
 
 // Addr returns the address the console is bound to, or "" before Listen.

@@ -1,0 +1,110 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+)
+
+// The two window sizes every console test runs at: a desk and a phone.
+var viewports = []struct {
+	name string
+	w, h int64
+}{{"desk", 1366, 900}, {"phone", 390, 844}}
+
+// consolePages are the pages a person walks through, in the navigation's order.
+var consolePages = []string{"/", "/approvals", "/devices", "/runs", "/journal", "/policy", "/alarms"}
+
+// tlsConsole serves the site's console over TLS, with the server's own
+// Run, until the test ends, and returns its base URL.
+func (s *site) tlsConsole(t *testing.T) string {
+	t.Helper()
+	cfg, _ := runtimetest.SelfSigned(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.web.opts
+	o.Listener, o.TLS, o.Metrics = ln, cfg, nil
+	srv, err := New(s.eng, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "https://" + ln.Addr().String()
+}
+
+// login logs the browser in as user and waits for the page's live link.
+func (b *browserSession) login(user, next string) {
+	b.t.Helper()
+	b.do("logging in as "+user, chromedp.Navigate(b.base+"/login?next="+next), chromedp.WaitVisible(chromedp.ID("user")),
+		chromedp.SendKeys(chromedp.ID("user"), user), chromedp.SendKeys(chromedp.ID("password"), "password-1"),
+		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.CSS("main h1")))
+}
+
+// TestEightTabsNeverStall opens eight console tabs over TLS, half at desk
+// size and half at phone size, and walks each through every page twice,
+// all at once. Each page holds an event stream; over HTTP/1.1 a browser
+// keeps six connections a host, and the seventh tab's page waited for
+// one. Every load must complete, and its stream must connect, well
+// before a stalled connection would give up.
+func TestEightTabsNeverStall(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "interlocked"})
+	b := newBrowser(t, s.tlsConsole(t), chromedp.Flag("ignore-certificate-errors", true))
+	b.login("olga", "/")
+	if proto := eval[string](b, `performance.getEntriesByType("navigation")[0].nextHopProtocol`); proto != "h2" {
+		t.Errorf("the console over TLS is served as %q, want h2", proto)
+	}
+	const tabs = 8
+	errs := make(chan error, tabs)
+	var wg sync.WaitGroup
+	for i := range tabs {
+		vp := viewports[i%len(viewports)]
+		ctx, cancel := chromedp.NewContext(b.ctx)
+		t.Cleanup(cancel)
+		wg.Go(func() {
+			if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.w, vp.h)); err != nil {
+				errs <- fmt.Errorf("tab %d: %v", i, err)
+				return
+			}
+			for round := range 2 {
+				for _, page := range consolePages {
+					// A stalled load waits about a minute for a connection:
+					// a bound well under that tells a stall from a slow machine.
+					lctx, lcancel := context.WithTimeout(ctx, 25*time.Second)
+					err := chromedp.Do(lctx, chromedp.Navigate(b.base+page))
+					if err == nil {
+						err = chromedp.Do(lctx, chromedp.WaitVisible(chromedp.CSS("main h1")))
+					}
+					if err == nil {
+						_, err = chromedp.Run(lctx, chromedp.Poll[bool](`document.readyState === "complete" &&
+							document.getElementById("link").textContent === "live"`))
+					}
+					lcancel()
+					if err != nil {
+						wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+						where, _ := chromedp.Run(wctx, chromedp.Evaluate[string](`location.href + " " + document.readyState + " " + (document.getElementById("link") || {}).textContent`))
+						wcancel()
+						errs <- fmt.Errorf("tab %d (%s), round %d, %s: the page or its stream did not complete (%s): %v", i, vp.name, round+1, page, where, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
