@@ -426,11 +426,11 @@ func alarmText(what, s string) (string, error) {
 	s = strings.TrimSpace(s)
 	switch {
 	case !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }):
-		return "", fmt.Errorf("%w: %s needs words a person can read", ErrBadAlarmRequest, what)
+		return "", errors.New(what + " needs words a person can read")
 	case utf8.RuneCountInString(s) > maxAlarmText:
-		return "", fmt.Errorf("%w: %s is over %d characters", ErrBadAlarmRequest, what, maxAlarmText)
+		return "", fmt.Errorf("%s is over %d characters", what, maxAlarmText)
 	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }):
-		return "", fmt.Errorf("%w: %s holds control characters", ErrBadAlarmRequest, what)
+		return "", errors.New(what + " holds control characters")
 	}
 	return s, nil
 }
@@ -443,7 +443,7 @@ func (e *Engine) AckAlarm(ctx context.Context, id, by, comment string) (Alarm, e
 	}
 	comment, err := alarmText("an acknowledgement's comment", comment)
 	if err != nil {
-		return Alarm{}, err
+		return Alarm{}, fmt.Errorf("%w: %w", ErrBadAlarmRequest, err)
 	}
 	if by == "" {
 		return Alarm{}, fmt.Errorf("%w: an acknowledgement needs a person", ErrBadAlarmRequest)
@@ -478,7 +478,7 @@ func (e *Engine) ShelveAlarm(ctx context.Context, id, by string, d time.Duration
 	if d > 0 {
 		var err error
 		if reason, err = alarmText("shelving's reason", reason); err != nil {
-			return Alarm{}, err
+			return Alarm{}, fmt.Errorf("%w: %w", ErrBadAlarmRequest, err)
 		}
 	}
 	now := e.now()

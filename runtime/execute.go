@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shadowgate/shadowgate/governance"
@@ -55,8 +56,9 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 				end, why = EndFailed, obs.Why
 			}
 		}
-		if ctx.Err() != nil && end != EndRefused && end != EndLeaseExhausted {
-			// A step cut short by the cancel ends the run cancelled.
+		if ctx.Err() != nil && (end == EndCompleted || end == EndFailed && strings.HasPrefix(obs.Why, "cancelled ")) {
+			// A step cut short by the cancel ends the run cancelled; one
+			// that failed for its own reason ends it failed.
 			end, why = EndCancelled, cancelWhy(ctx, "during step "+strconv.Itoa(idx))
 		}
 		if end != EndCompleted {

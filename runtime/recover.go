@@ -62,20 +62,7 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 			e.receipts[ref(st.Device, st.Capability)] = *st.Receipt
 		}
 	}
-	if now := e.now(); now.Before(snap.LastAt) {
-		// The clock is behind the journal (a board without a real-time
-		// clock, before it has the time): how long the gateway was down
-		// cannot be told, so every dead man runs out now. Fail closed.
-		n := 0
-		for k, rc := range e.receipts {
-			if !rc.Until.IsZero() && rc.Until.After(now) {
-				rc.Until, n = now, n+1
-				e.receipts[k] = rc
-			}
-		}
-		e.log.Warn("the clock is behind the journal's newest event; dead men that were running run out now",
-			"now", now, "journal_last", snap.LastAt, "ttls", n)
-	}
+	clockBehind := e.now().Before(snap.LastAt)
 	for _, ap := range snap.Approvals {
 		p := &pending{rec: ap, decided: make(chan struct{})}
 		e.approvals[ap.ID] = p
@@ -92,6 +79,23 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	}
 	for _, a := range snap.Open {
 		e.recoverAttempt(ctx, a)
+	}
+	if clockBehind {
+		// The clock is behind the journal (a board without a real-time
+		// clock, before it has the time): how long the gateway was down
+		// cannot be told, so every dead man runs out now, those armed
+		// just now for acts cut short included. Fail closed.
+		now, n := e.now(), 0
+		e.mu.Lock()
+		for k, rc := range e.receipts {
+			if !rc.Until.IsZero() && rc.Until.After(now) {
+				rc.Until, n = now, n+1
+				e.receipts[k] = rc
+			}
+		}
+		e.mu.Unlock()
+		e.log.Warn("the clock is behind the journal's newest event; dead men that were running run out now",
+			"now", now, "journal_last", snap.LastAt, "ttls", n)
 	}
 	e.restoredLocks = e.Locks()
 	var resume []*run
@@ -203,6 +207,7 @@ func (e *Engine) resumeRun(rr RunRecord, ap Approval) (*run, string) {
 	r := &run{plan: p, requestID: rr.RequestID, first: make(chan Observation, 1), firstDone: make(chan struct{}),
 		done: make(chan struct{}), rec: rr, parked: ap.ID, sentFirst: true,
 		last: Observation{Kind: ApprovalRequest, Run: rr.ID, Step: rr.Step, Device: ap.Device, Capability: ap.Capability, Why: ap.Why, Approval: &ap}}
+	r.ctx, r.cancel = context.WithCancelCause(e.life)
 	close(r.firstDone)
 	if rr.Plan == "command" && rr.RequestID != "" {
 		r.requestKey = rr.Principal + "/" + rr.RequestID

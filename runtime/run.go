@@ -144,10 +144,13 @@ type run struct {
 	requestID string
 	// requestKey is the key of e.requests that names this run, if any.
 	requestKey string
-	cancel     context.CancelCauseFunc
-	first      chan Observation // the first observation that ends or parks a step
-	firstDone  chan struct{}    // closed once first has been sent
-	done       chan struct{}
+	// ctx and cancel are the run's, made with it, before anyone can find
+	// it to cancel it.
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	first     chan Observation // the first observation that ends or parks a step
+	firstDone chan struct{}    // closed once first has been sent
+	done      chan struct{}
 
 	// mu guards everything below.
 	mu sync.Mutex
@@ -490,13 +493,13 @@ func (e *Engine) newRunLocked(p *Plan, principal, origin, requestID, reason, rep
 	r := &run{plan: p, requestID: requestID, first: make(chan Observation, 1), firstDone: make(chan struct{}), done: make(chan struct{}),
 		rec: RunRecord{ID: newID("run"), Plan: p.Name, Principal: principal, Origin: origin, RequestID: requestID,
 			Reason: reason, ReplyTo: replyTo, Status: RunRunning, StartedAt: now}, activeSince: now}
+	r.ctx, r.cancel = context.WithCancelCause(e.life)
 	e.runs[r.rec.ID] = r
 	return r, nil
 }
 
 func (e *Engine) start(r *run) {
-	ctx, cancel := context.WithCancelCause(e.life)
-	r.cancel = cancel
+	ctx, cancel := r.ctx, r.cancel
 	e.wg.Go(func() {
 		defer cancel(nil)
 		defer close(r.done)
@@ -545,6 +548,9 @@ var ErrRunNotFound = errors.New("run not found")
 // ErrRunEnded is returned for a cancel of a run that has ended.
 var ErrRunEnded = errors.New("the run has ended")
 
+// ErrBadCancel is returned for a cancel whose reason cannot be taken.
+var ErrBadCancel = errors.New("bad cancel")
+
 // CancelRun cancels a run for a person, whose name and reason its end
 // records. A parked run ends cancelled and its approval is closed; an act
 // in progress finishes its driver call first (its confirmation is cut
@@ -554,8 +560,12 @@ func (e *Engine) CancelRun(id, by, reason string) error {
 		return errors.New("a cancel names its person")
 	}
 	why := "cancelled by " + by
-	if reason = strings.TrimSpace(reason); reason != "" {
-		why += ": " + reason
+	if strings.TrimSpace(reason) != "" {
+		r, err := alarmText("a cancel's reason", reason)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBadCancel, err)
+		}
+		why += ": " + r
 	}
 	return e.cancelRun(id, errors.New(why))
 }

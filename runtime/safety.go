@@ -139,7 +139,13 @@ func (s *safety) request(j safeJob) {
 	if cancel, ok := s.confirming[j.target]; ok {
 		cancel(errPreempted)
 	}
-	if _, ok := s.jobs[j.target]; ok {
+	if cur, ok := s.jobs[j.target]; ok {
+		if cur.trigger == TriggerTTL && j.trigger != TriggerTTL {
+			// A TTL drive may turn out moot (renewed); this one is not:
+			// it takes the TTL's place, keeping its tries.
+			cur.trigger, cur.why, cur.condition, cur.reading = j.trigger, j.why, j.condition, j.reading
+			s.poke()
+		}
 		return
 	}
 	s.jobs[j.target] = &j
@@ -167,7 +173,10 @@ func (e *Engine) confirmContext(ctx context.Context, target string, safety bool)
 		return ctx, func() {}
 	}
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(e.life, func() { cancel(errEngineStopping) })
+	stopLife := context.AfterFunc(e.life, func() { cancel(errEngineStopping) })
+	// A person who cancels the run cuts its confirmation short too.
+	stopRun := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	stop := func() { stopLife(); stopRun() }
 	e.safety.mu.Lock()
 	e.safety.confirming[target] = cancel
 	_, owed := e.safety.jobs[target]
@@ -224,13 +233,15 @@ func (e *Engine) owedBefore(cfg *config) {
 		if !a.Condition || pol == nil || pol.Safe == nil {
 			continue
 		}
-		why := "owed when the gateway stopped (" + a.ID + ": " + a.Message + ")"
+		why := "owed when the gateway stopped (alarm " + a.ID + ")"
 		switch {
 		case a.Kind == AlarmInterlock:
 			e.safety.request(safeJob{target: t, trigger: TriggerInterlock, why: why})
 		case a.Kind == AlarmSafeDrive:
 			e.safety.request(safeJob{target: t, trigger: TriggerRestart, why: why})
-		case a.Kind == AlarmDiscrepancy && pol.Confirm != nil && pol.Confirm.OnDiscrepancy == SafeDrive:
+		case a.Kind == AlarmDiscrepancy && pol.Confirm != nil && pol.Confirm.OnDiscrepancy == SafeDrive && !e.lastCommanded(t, *pol.Safe):
+			// Not after an act to the safe value: a hand that moved it
+			// since is drift, never fought.
 			e.safety.request(safeJob{target: t, trigger: TriggerDiscrepancy, why: why})
 		}
 	}
@@ -283,6 +294,11 @@ func (e *Engine) runSafeJob(ctx context.Context, j safeJob) {
 		defer e.safety.mu.Unlock()
 		cur, ok := e.safety.jobs[j.target]
 		if !ok {
+			return
+		}
+		if outcome == moot && cur.trigger != j.trigger {
+			// Another trigger took the job's place meanwhile: it is owed.
+			cur.running, cur.next = false, time.Time{}
 			return
 		}
 		if outcome != failed {
@@ -349,10 +365,18 @@ func (e *Engine) driveSafe(ctx context.Context, j safeJob) (int, string) {
 		return moot, obs.Why
 	case obs.Kind != Acted:
 		return failed, obs.Why
-	case obs.Receipt != nil && obs.Receipt.Confirmation.Discrepant():
+	case obs.Receipt != nil && (obs.Receipt.Confirmation.Discrepant() || obs.Receipt.Confirmation == Unconfirmed):
+		// Not known to be safe: tried again (a read-back that shows it
+		// safe ends it).
 		return failed, string(obs.Receipt.Confirmation) + ": " + obs.Receipt.Detail
 	}
 	return driven, ""
+}
+
+// lastCommanded reports whether target's last act was to v.
+func (e *Engine) lastCommanded(target string, v value.Value) bool {
+	rc, ok := e.receipt(target)
+	return ok && rc.Value.Equal(v)
 }
 
 // stageMoot marks a drive to safe found no longer owed under its lock.

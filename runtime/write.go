@@ -98,9 +98,13 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		env   governance.Envelope
 		conds []governance.Condition
 		req   governance.Request
+		// renewing is set when derive judged the write a renewal; until
+		// the act reads the actuator again, allowRenewal lets it.
+		renewing     bool
+		allowRenewal = true
 	)
 	derive := func(now *config) {
-		cfg, pol, env, conds = now, now.policies[target], governance.Envelope{Type: c.Type}, nil
+		cfg, pol, env, conds, renewing = now, now.policies[target], governance.Envelope{Type: c.Type}, nil, false
 		if pol != nil {
 			if pol.Envelope != nil {
 				env = *pol.Envelope
@@ -114,10 +118,11 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 			switch {
 			case pol.Safe != nil && w.value.Equal(*pol.Safe):
 				conds = nil
-			case e.holds(target, w.value, pol.Interlocks):
-				// A renewal (the value it has, a dead man's again) is no
-				// start: only the running interlocks hold it.
-				conds = pol.While
+			case allowRenewal && len(pol.Interlocks) > 0 && e.renewal(target, w.value, pol):
+				// A renewal (a running dead man's value again) is no
+				// start: only the running interlocks hold it. The act
+				// reads the actuator again to be sure it still runs.
+				conds, renewing = pol.While, true
 			}
 		}
 		if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
@@ -177,18 +182,44 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 	} else {
 		// Select before operate: the world may have changed while a person
 		// thought. Read the interlocks afresh and re-check what the approval
-		// cannot vouch for, and where the actuator stands: consent given to
-		// an act from one value is not consent from another (a renewal
-		// approved after its dead man ran out would start the pump).
+		// cannot vouch for.
 		e.gather(ctx, conds, true)
-		if was := w.resume.Current; was != nil && c.ReadBack {
-			if obs := e.read(ctx, nil, 0, "gateway:current", w.device, w.capability); obs.Kind == Completed && obs.Reading != nil &&
-				obs.Reading.Quality == devices.QualityGood && !obs.Reading.Value.Equal(*was) {
-				return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
-					Why: "at the act: " + target + " was " + was.String() + " when approval " + w.resume.ID + " was asked and is " +
-						obs.Reading.Value.String() + " now; ask again"}, w.value)
-			}
+	}
+	// Where the actuator stands, read now, when the act depends on it:
+	// consent given to an act from one value is not consent from another
+	// (a renewal approved after its dead man ran out would start the
+	// pump), and a renewal is one only while the actuator still runs.
+	was := (*value.Value)(nil)
+	if w.resume != nil && w.resume.Current != nil && w.resume.Current.Type != value.TypeNumber {
+		was = w.resume.Current // a number's read-back may jitter; a bool, an enum or a string does not
+	}
+	if c.ReadBack && (was != nil || renewing) {
+		var now *devices.Reading
+		if obs := e.read(ctx, nil, 0, "gateway:current", w.device, w.capability); obs.Kind == Completed && obs.Reading != nil &&
+			obs.Reading.Quality == devices.QualityGood {
+			now = obs.Reading
 		}
+		switch {
+		case was != nil && now == nil:
+			return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+				Why: "at the act: where " + target + " stands cannot be read, and approval " + w.resume.ID + " was given with it at " +
+					was.String() + "; ask again"}, w.value)
+		case was != nil && !now.Value.Equal(*was):
+			return e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
+				Why: "at the act: " + target + " was " + was.String() + " when approval " + w.resume.ID + " was asked and is " +
+					now.Value.String() + " now; ask again"}, w.value)
+		}
+		if renewing && (now == nil || !now.Value.Equal(w.value)) {
+			// It no longer runs: this is a start, and its permissives hold.
+			allowRenewal = false
+			derive(cfg)
+			e.gather(ctx, conds, true)
+		}
+	} else if renewing && !c.ReadBack {
+		// Nothing tells whether it still runs: a start, to be safe.
+		allowRenewal = false
+		derive(cfg)
+		e.gather(ctx, conds, true)
 	}
 	if !steady(true) {
 		return e.refusedWrite(ctx, base, unsteady, w.value)
@@ -401,15 +432,21 @@ func (e *Engine) useAuthorization(ap *Approval, dg string) string {
 	return ""
 }
 
-// holds reports whether target's latest reading is v, good, and no older
-// than any of conds trusts its own readings to be.
-func (e *Engine) holds(target string, v value.Value, conds []governance.Condition) bool {
+// renewal reports whether writing v to target renews a dead man that
+// still runs: the last act put v there with a TTL not yet out, and the
+// latest reading of target is v, good, and no older than the start
+// permissives trust their own readings to be. The act reads it again.
+func (e *Engine) renewal(target string, v value.Value, pol *CapPolicy) bool {
+	rc, ok := e.receipt(target)
+	if !ok || rc.Driver != "ok" || !rc.Value.Equal(v) || !rc.Until.After(e.now()) {
+		return false
+	}
 	rd, ok := e.facts.get(target)
 	if !ok || rd.Quality != devices.QualityGood || !rd.Value.Equal(v) {
 		return false
 	}
 	age := e.now().Sub(rd.At)
-	for _, c := range conds {
+	for _, c := range pol.Interlocks {
 		if age > maxAge(c) {
 			return false
 		}

@@ -484,6 +484,8 @@ func (s *Server) cancelRun(c echo.Context, id, reason string) error {
 		return problem(http.StatusNotFound, clipIn(err.Error(), id))
 	case errors.Is(err, runtime.ErrRunEnded):
 		return problem(http.StatusConflict, clipIn(err.Error(), id))
+	case errors.Is(err, runtime.ErrBadCancel):
+		return problem(http.StatusBadRequest, clipIn(err.Error(), id, reason))
 	case err != nil:
 		return s.engineError(c, err, "the run could not be cancelled")
 	}

@@ -219,6 +219,7 @@ func TestBadRequestsNameTheProblem(t *testing.T) {
 	s.expect("POST", "/api/v1/runs/"+run+"/cancel", "viewer", `{}`, 403, "")
 	s.expect("POST", "/api/v1/runs/run-nope/cancel", "operator", `{}`, 404, "run not found")
 	s.expect("POST", "/api/v1/runs/"+run+"/cancel", "operator", `{"reason":"tank being cleaned","x":1}`, 400, `unknown field "x"`)
+	s.expect("POST", "/api/v1/runs/"+run+"/cancel", "operator", `{"reason":"\u0000"}`, 400, "a cancel's reason needs words a person can read")
 	s.expect("POST", "/api/v1/runs/"+run+"/cancel", "operator", `{"reason":"tank being cleaned"}`, 202, `"status":"cancelling"`)
 	if rec, err := s.eng.Wait(t.Context(), run); err != nil || rec.End != runtime.EndCancelled || !strings.Contains(rec.Why, "cancelled by api:operator: tank being cleaned") {
 		t.Fatalf("the cancelled run = %+v, %v", rec, err)
