@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 )
 
@@ -49,7 +51,7 @@ func (b *browserSession) login(user, next string) {
 	b.t.Helper()
 	b.do("logging in as "+user, chromedp.Navigate(b.base+"/login?next="+next), chromedp.WaitVisible(chromedp.ID("user")),
 		chromedp.SendKeys(chromedp.ID("user"), user), chromedp.SendKeys(chromedp.ID("password"), "password-1"),
-		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.ID("link")))
 }
 
 // TestEightTabsNeverStall opens eight console tabs over TLS, half at desk
@@ -106,5 +108,58 @@ func TestEightTabsNeverStall(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestLiveUpdatesKeepWhatWasTyped answers nothing, but chooses a rule's
+// duration, ticks "any value", types a reason and moves the keyboard to a
+// button on a pending request's card; then the page is updated live (a
+// new request comes, the tank's level changes). The card, its inputs and
+// the focus stay as the person left them, the new request is added, and
+// only it is announced to a screen reader, at desk and at phone size.
+func TestLiveUpdatesKeepWhatWasTyped(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{})
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			first := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
+				`{"device":"valve-1","capability":"open","value":true,"reason":"first"}`, 202, "pending_approval"))[1]
+			b.login("ann", "/approvals")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			card := `document.getElementById("approval-` + first + `")`
+			if eval[bool](b, `document.getElementById("live").hasAttribute("aria-live")`) {
+				t.Error("the whole live part is an aria-live region: every update is read out")
+			}
+			b.do("choosing and typing",
+				chromedp.SetValue(chromedp.ID("for-"+first), "8h"),
+				chromedp.Click(chromedp.CSS(`#approval-`+first+` input[name="rule_any_value"]`)),
+				chromedp.SendKeys(chromedp.ID("reason-"+first), "tank checked by hand"))
+			eval[bool](b, card+`.kept = true; `+card+`.querySelector('button[value="approve_and_rule"]').focus(); true`)
+
+			// Live updates: a new request, and a reading its interlock shows.
+			second := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/mode", "operator",
+				`{"mode":"maintenance","reason":"second"}`, 202, `"status":"pending"`))[1]
+			b.poll("the new request", `!!document.getElementById("approval-`+second+`")`)
+			s.g.Adjust(func(st *sim.State) { st.Level = 42.5 })
+			s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+			b.poll("the interlock's new reading", card+`.querySelector(".conditions").textContent.includes("reading 42.5")`)
+			b.shot("live-kept-" + vp.name)
+			for what, js := range map[string]string{
+				"the same card":       card + `.kept === true`,
+				"the rule's duration": `document.getElementById("for-` + first + `").value === "8h"`,
+				"any value":           card + `.querySelector('input[name="rule_any_value"]').checked`,
+				"the reason":          `document.getElementById("reason-` + first + `").value === "tank checked by hand"`,
+				"the focus":           `document.activeElement === ` + card + `.querySelector('button[value="approve_and_rule"]')`,
+			} {
+				if !eval[bool](b, js) {
+					t.Errorf("after a live update, %s is lost (%s)", what, js)
+				}
+			}
+			b.poll("the announcement", `document.getElementById("announce").textContent.includes("change the mode to maintenance")`)
+			if said := eval[string](b, `document.getElementById("announce").textContent`); strings.Contains(said, "valve-1") {
+				t.Errorf("the request that was there is announced again: %q", said)
+			}
+		})
 	}
 }

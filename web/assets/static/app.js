@@ -68,6 +68,69 @@
   }
   function scheduleAlarms() { if (!alarmTimer) { alarmTimer = setTimeout(alarmCounts, 150); } }
 
+  // A refresh changes only what changed: nodes that match are kept, so a
+  // choice made, a reason typed and the focus survive it. A node with an
+  // id matches the node with that id; any other matches the node of its
+  // kind in its place. What the script added to the page (an error next
+  // to a field) is left alone. New cards that ask to be announced are read
+  // out, and nothing else: the live part is no aria-live region.
+  var announcer = document.getElementById("announce");
+  function sameKind(a, b) {
+    return a.nodeType === b.nodeType && a.nodeName === b.nodeName && !(a.nodeType === 1 && (a.id || b.id));
+  }
+  function morph(to, from) {
+    var want = Array.prototype.slice.call(from.childNodes), added = [];
+    var at = to.firstChild;
+    want.forEach(function (n) {
+      while (at && at.nodeType === 1 && at.hasAttribute("data-client")) { at = at.nextSibling; }
+      var keep = null;
+      if (n.nodeType === 1 && n.id) {
+        var old = document.getElementById(n.id);
+        if (old && old.parentNode === to) { keep = old; }
+      } else if (at && sameKind(at, n)) {
+        keep = at;
+      }
+      if (keep) {
+        if (keep !== at) { to.insertBefore(keep, at); } else { at = at.nextSibling; }
+        update(keep, n, added);
+      } else {
+        to.insertBefore(n, at);
+        added.push(n);
+      }
+    });
+    while (at) {
+      var next = at.nextSibling;
+      if (!(at.nodeType === 1 && at.hasAttribute("data-client"))) { to.removeChild(at); }
+      at = next;
+    }
+    return added;
+  }
+  function update(a, b, added) {
+    if (a.nodeType !== 1) {
+      if (a.nodeValue !== b.nodeValue) { a.nodeValue = b.nodeValue; }
+      return;
+    }
+    // A control keeps what the script marked on it (aria-invalid, say).
+    var control = /^(INPUT|SELECT|TEXTAREA)$/.test(a.nodeName);
+    Array.prototype.slice.call(a.attributes).forEach(function (at) {
+      if (!b.hasAttribute(at.name) && !control) { a.removeAttribute(at.name); }
+    });
+    Array.prototype.slice.call(b.attributes).forEach(function (at) {
+      if (a.getAttribute(at.name) !== at.value) { a.setAttribute(at.name, at.value); }
+    });
+    if (a.nodeName !== "TEXTAREA") { Array.prototype.push.apply(added, morph(a, b)); }
+  }
+  function announce(nodes) {
+    if (!announcer) { return; }
+    var said = [];
+    nodes.forEach(function (n) {
+      if (n.nodeType !== 1) { return; }
+      if (n.hasAttribute("data-announce")) { said.push(n.getAttribute("data-announce")); }
+      n.querySelectorAll("[data-announce]").forEach(function (m) { said.push(m.getAttribute("data-announce")); });
+    });
+    if (said.length) { announcer.textContent = said.join(" "); }
+  }
+
   var timer = null;
   function refresh() {
     timer = null;
@@ -76,10 +139,9 @@
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html === null || !live) { return; }
-        // Keep what a person is typing: skip the refresh while a field of
-        // the live part has focus.
-        if (live.contains(document.activeElement) && document.activeElement.tagName !== "BUTTON") { schedule(2000); return; }
-        live.innerHTML = html;
+        var t = document.createElement("template");
+        t.innerHTML = html;
+        announce(morph(live, t.content));
         countdowns();
       });
   }
