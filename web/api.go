@@ -314,6 +314,9 @@ type approvalView struct {
 	ExpiresIn  string          `json:"expires_in"`
 	// Outcome is what came of an answered approval's act, if known.
 	Outcome *runtime.Attempt `json:"outcome,omitempty"`
+	// Act says what came of an approved act, in words: acted and
+	// confirmed or contradicted, refused at the act and why.
+	Act *actView `json:"act,omitempty"`
 }
 
 func (s *Server) approvalView(ctx context.Context, a runtime.Approval) approvalView {
@@ -333,6 +336,9 @@ func (s *Server) approvalView(ctx context.Context, a runtime.Approval) approvalV
 		if at, ok, err := s.eng.Attempt(ctx, a.Key); err == nil && ok {
 			v.Outcome = &at
 		}
+	}
+	if a.Status == runtime.ApprovalApproved && a.Kind != "mode_change" {
+		v.Act = actOf(v.Outcome, s.runRecord(a.Run))
 	}
 	return v
 }

@@ -250,7 +250,7 @@ func (s *Server) approvalsPage(c echo.Context) error {
 	for _, a := range s.eng.RecentApprovals(10) {
 		d.Answered = append(d.Answered, s.approvalView(ctx, a))
 	}
-	return s.page(c, "approvals", "Approvals", "approval_requested,approval_answered,approval_expired,acted,refused,failed,observed,alarm", d)
+	return s.page(c, "approvals", "Approvals", "approval_requested,approval_answered,approval_expired,acted,refused,failed,ended,observed,alarm", d)
 }
 
 func (s *Server) answerForm(c echo.Context) error {

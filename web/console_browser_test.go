@@ -163,3 +163,48 @@ func TestLiveUpdatesKeepWhatWasTyped(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovedCardTellsTheAct approves two requests on the Approvals page:
+// one that acts and is confirmed, and one that the mode, changed to
+// observe while it waited, refuses at the act. Each answered card says
+// what came of the act, not only "approved", at desk and phone size.
+func TestApprovedCardTellsTheAct(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{})
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.login("ann", "/approvals")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			approve := func(value string) string {
+				t.Helper()
+				id := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
+					`{"device":"valve-1","capability":"open","value":`+value+`}`, 202, "pending_approval"))[1]
+				b.poll("the request", `!!document.querySelector("#approval-`+id+` button.approve")`)
+				return id
+			}
+			answered := func(id string) string {
+				return `(document.getElementById("answered-` + id + `") || {textContent: ""}).textContent`
+			}
+
+			ok := approve("true")
+			b.do("approving", chromedp.Click(chromedp.CSS("#approval-"+ok+" button.approve")))
+			b.poll("the confirmed act", answered(ok)+`.includes("approved, acted and confirmed")`)
+
+			refused := approve("false")
+			s.expect("POST", "/api/v1/mode", "admin", `{"mode":"observe","reason":"looking only"}`, 200, `"name":"observe"`)
+			b.do("approving under observe", chromedp.Click(chromedp.CSS("#approval-"+refused+" button.approve")))
+			b.poll("the refusal", answered(refused)+`.includes("approved, refused at the act")`)
+			b.shot("refused-at-the-act-" + vp.name)
+			text := eval[string](b, answered(refused))
+			for _, want := range []string{"✗ The act: refused at the act", "mode observe does not permit it"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("the card of an act refused at the act does not say %q:\n%s", want, text)
+				}
+			}
+			if strings.Contains(text, "acted and") {
+				t.Errorf("the card of an act refused at the act says it acted:\n%s", text)
+			}
+		})
+	}
+}

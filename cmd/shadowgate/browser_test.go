@@ -141,7 +141,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The receipt appears in place, live, once the act is done.
-		poll("the receipt", `Array.from(document.querySelectorAll("article.answered")).some(a => a.textContent.includes("Acted: confirmed"))`)
+		poll("the receipt", `Array.from(document.querySelectorAll("article.answered")).some(a => a.textContent.includes("The act: acted and confirmed"))`)
 		shot("receipt-" + name)
 		if after := location(); after != before {
 			t.Fatalf("approving left the page: %s, then %s", before, after)
