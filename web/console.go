@@ -71,7 +71,9 @@ type pageData struct {
 	User  *identity
 	CSRF  string
 	Note  string
-	Error string
+	// NoteIsError marks Note as a form's error, not a success.
+	NoteIsError bool
+	Error       string
 	// ErrorID names the log line with the detail of Error, when it is a
 	// failure that was not the person's doing.
 	ErrorID string
@@ -93,7 +95,7 @@ func (p *pages) render(c echo.Context, status int, name string, d pageData) erro
 		d.CSRF = csrfToken(c)
 	}
 	if d.Note == "" {
-		d.Note = c.QueryParam("note")
+		d.Note, d.NoteIsError = c.QueryParam("note"), c.QueryParam("error") == "1"
 	}
 	var buf bytes.Buffer
 	tmpl := "layout.html"
@@ -156,7 +158,32 @@ func back(c echo.Context, to, note string) error {
 	return c.Redirect(http.StatusSeeOther, to+"?note="+url.QueryEscape(note))
 }
 
-// formError turns an API error into a note on the page the form came
+// backError redirects to a page with a form's error for the person.
+// field, if not "", names the form's field the error is about, so that
+// the page can show the error next to it.
+func backError(c echo.Context, to, field, msg string) error {
+	q := url.Values{"note": {msg}, "error": {"1"}}
+	if field != "" {
+		q.Set("field", field)
+	}
+	return c.Redirect(http.StatusSeeOther, to+"?"+q.Encode())
+}
+
+// fieldOf returns the field an API error names (`field "reason": ...`),
+// or "".
+func fieldOf(msg string) string {
+	rest, ok := strings.CutPrefix(msg, `field "`)
+	if !ok {
+		return ""
+	}
+	name, _, ok := strings.Cut(rest, `"`)
+	if !ok || strings.ContainsAny(name, " .[") {
+		return ""
+	}
+	return name
+}
+
+// formError turns an API error into an error on the page the form came
 // from: the client's mistake as it is, a failure that is not its doing
 // as its public message and error id. Anything else goes to the error
 // handler, which gives the error page.
@@ -167,10 +194,10 @@ func formError(c echo.Context, to string, err error) error {
 	}
 	switch m := he.Message.(type) {
 	case *command.PublicError:
-		return back(c, to, m.Error())
+		return backError(c, to, "", m.Error())
 	case string:
 		if he.Code != http.StatusInternalServerError && he.Internal == nil {
-			return back(c, to, clipDetail(m))
+			return backError(c, to, fieldOf(m), clipDetail(m))
 		}
 	}
 	return err

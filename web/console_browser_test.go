@@ -208,3 +208,50 @@ func TestApprovedCardTellsTheAct(t *testing.T) {
 		})
 	}
 }
+
+// TestFormErrorNextToItsField denies a request without a reason, at desk
+// and at phone size: the error is drawn next to the reason field, in
+// view, says it is an error in words and in its style, and the field is
+// marked invalid and described by it for assistive technology.
+func TestFormErrorNextToItsField(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{})
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval")
+			// The lower of two cards, so that the top of the page is out of view on a phone.
+			id := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/mode", "operator",
+				`{"mode":"maintenance","reason":"fitter on site"}`, 202, `"status":"pending"`))[1]
+			b.login("adam", "/approvals")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			b.do("denying without a reason", chromedp.Click(chromedp.CSS("#approval-"+id+" button.deny")))
+			reason := `document.getElementById("reason-` + id + `")`
+			b.poll("the error", reason+`.getAttribute("aria-invalid") === "true"`)
+			b.shot("deny-without-reason-" + vp.name)
+			for what, js := range map[string]string{
+				"described by an alert that says why": `(() => { const e = document.getElementById(` + reason + `.getAttribute("aria-describedby"));
+					return !!e && e.getAttribute("role") === "alert" && e.textContent.includes("a denial says why") && e.textContent.startsWith("Not done") })()`,
+				"next to the field": `(() => { const e = document.getElementById(` + reason + `.getAttribute("aria-describedby"));
+					return e.closest("article") === document.getElementById("approval-` + id + `") &&
+						Math.abs(e.getBoundingClientRect().top - ` + reason + `.getBoundingClientRect().bottom) < 40 })()`,
+				"in the viewport": `(() => { const r = document.getElementById(` + reason + `.getAttribute("aria-describedby")).getBoundingClientRect();
+					return r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth })()`,
+				"styled as an error": `(() => { const e = document.getElementById(` + reason + `.getAttribute("aria-describedby"));
+					return getComputedStyle(e).color === getComputedStyle(document.querySelector("button.deny")).backgroundColor })()`,
+			} {
+				if !eval[bool](b, js) {
+					t.Errorf("the error of a deny without a reason is not %s", what)
+				}
+			}
+			if a, ok := s.eng.Approval(id); !ok || a.Status != "pending" {
+				t.Errorf("a deny without a reason answered the request: %+v", a)
+			}
+			// A live update leaves the error where it is.
+			s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+			b.do("typing a reason and denying", chromedp.SendKeys(chromedp.ID("reason-"+id), "not today"),
+				chromedp.Click(chromedp.CSS("#approval-"+id+" button.deny")))
+			b.poll("the denial", `(document.getElementById("answered-`+id+`") || {textContent: ""}).textContent.includes("denied")`)
+		})
+	}
+}

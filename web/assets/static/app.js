@@ -32,6 +32,38 @@
     }
     note.textContent = text;
   }
+  // A form's error goes where the person is: next to the field it is
+  // about (or the form's buttons), marked for assistive technology, in
+  // view. It is the script's own, and a live update leaves it.
+  var errors = 0;
+  function clearErrors(f) {
+    f.querySelectorAll("p.field-error[data-client]").forEach(function (p) { p.remove(); });
+    f.querySelectorAll("[aria-invalid]").forEach(function (el) {
+      el.removeAttribute("aria-invalid");
+      var ids = (el.getAttribute("aria-describedby") || "").split(" ").filter(function (id) { return id && id.indexOf("form-error-") !== 0; });
+      if (ids.length) { el.setAttribute("aria-describedby", ids.join(" ")); } else { el.removeAttribute("aria-describedby"); }
+    });
+  }
+  function showError(f, field, text) {
+    clearErrors(f);
+    var p = document.createElement("p");
+    p.className = "field-error";
+    p.id = "form-error-" + (++errors);
+    p.setAttribute("role", "alert");
+    p.setAttribute("data-client", "");
+    p.textContent = "Not done: " + text;
+    var el = field ? f.elements.namedItem(field) : null;
+    if (el && el.nodeType === 1 && el.type !== "hidden") {
+      el.setAttribute("aria-invalid", "true");
+      el.setAttribute("aria-describedby", ((el.getAttribute("aria-describedby") || "") + " " + p.id).trim());
+      el.parentNode.insertBefore(p, el.nextSibling);
+      el.focus({ preventScroll: true });
+    } else {
+      var buttons = f.querySelector(".buttons") || f.lastElementChild;
+      buttons.parentNode.insertBefore(p, buttons.nextSibling);
+    }
+    p.scrollIntoView({ block: "center" });
+  }
   document.addEventListener("submit", function (e) {
     var f = e.target;
     if (!live || !live.contains(f) || f.method.toLowerCase() !== "post" || !window.fetch) { return; }
@@ -41,12 +73,22 @@
     f.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
     fetch(f.action, { method: "POST", body: new URLSearchParams(data), credentials: "same-origin" })
       .then(function (r) {
-        var note = new URL(r.url).searchParams.get("note");
-        showNote(note || (r.ok ? "Done." : "Not done: HTTP " + r.status));
+        var q = new URL(r.url).searchParams, note = q.get("note");
+        if (q.get("error") === "1" || !r.ok) {
+          showError(f, q.get("field"), note || "HTTP " + r.status);
+        } else {
+          clearErrors(f);
+          showNote(note || "Done.");
+        }
+        f.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
         refresh();
         scheduleAlarms();
       })
-      .catch(function () { showNote("Not sent: the gateway cannot be reached."); refresh(); });
+      .catch(function () {
+        showError(f, "", "not sent: the gateway cannot be reached.");
+        f.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+        refresh();
+      });
   });
 
   // The header's alarm counts: unacknowledged and active, not shelved.
