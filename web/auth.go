@@ -189,6 +189,7 @@ func (s *Server) login(c echo.Context) error {
 func (s *Server) logout(c echo.Context) error {
 	if ck, err := c.Cookie(sessionCookie); err == nil {
 		_ = s.opts.Sessions.Delete(ck.Value)
+		s.endStreams(ck.Value)
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	if id := userOf(c); id != nil {
@@ -215,4 +216,36 @@ func article(word string) string {
 		return "an"
 	}
 	return "a"
+}
+
+// watchSession returns a channel that is closed when the session with the
+// cookie logs out, and the function that stops watching.
+func (s *Server) watchSession(cookie string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ends[cookie] == nil {
+		s.ends[cookie] = map[chan struct{}]struct{}{}
+	}
+	s.ends[cookie][ch] = struct{}{}
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.ends[cookie][ch]; ok {
+			delete(s.ends[cookie], ch)
+			if len(s.ends[cookie]) == 0 {
+				delete(s.ends, cookie)
+			}
+		}
+	}
+}
+
+// endStreams ends the event streams of the session with the cookie.
+func (s *Server) endStreams(cookie string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.ends[cookie] {
+		close(ch)
+	}
+	delete(s.ends, cookie)
 }

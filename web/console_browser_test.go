@@ -1,9 +1,11 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+	"github.com/shadowgate/shadowgate/store"
 )
 
 // The two window sizes every console test runs at: a desk and a phone.
@@ -252,6 +255,128 @@ func TestFormErrorNextToItsField(t *testing.T) {
 			b.do("typing a reason and denying", chromedp.SendKeys(chromedp.ID("reason-"+id), "not today"),
 				chromedp.Click(chromedp.CSS("#approval-"+id+" button.deny")))
 			b.poll("the denial", `(document.getElementById("answered-`+id+`") || {textContent: ""}).textContent.includes("denied")`)
+		})
+	}
+}
+
+// TestStreamEndsWithItsSession opens event streams as a logged-in person
+// would: one ends when the session logs out, another when the session
+// expires, each with a session_ended event, and a stream of an ended
+// session is refused.
+func TestStreamEndsWithItsSession(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	now := time.Now()
+	for cookie, ttl := range map[string]time.Duration{"ck-logout": time.Hour, "ck-expiry": time.Second} {
+		if err := s.j.Sessions().Put(cookie, store.Session{User: "ann", Role: "approver", Created: now, Expires: now.Add(ttl)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(cookie string) (*http.Response, chan string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", s.srv.URL+"/api/v1/events/stream", nil)
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		lines := make(chan string, 64)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		return resp, lines
+	}
+	ends := func(what string, lines chan string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		saw := false
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					if !saw {
+						t.Errorf("%s: the stream closed without a session_ended event", what)
+					}
+					return
+				}
+				saw = saw || l == "event: session_ended"
+			case <-deadline:
+				t.Fatalf("%s: the stream is still open (session_ended seen: %v)", what, saw)
+			}
+		}
+	}
+	resp, lines := open("ck-logout")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a stream of a live session = %d", resp.StatusCode)
+	}
+	_, expiring := open("ck-expiry")
+	req, _ := http.NewRequest("POST", s.srv.URL+"/logout", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "ck-logout"})
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	out, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Body.Close()
+	if out.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout = %d", out.StatusCode)
+	}
+	ends("after logout", lines)
+	ends("after expiry", expiring)
+	if resp, _ := open("ck-logout"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a stream of a session logged out = %d, want 401", resp.StatusCode)
+	}
+}
+
+// TestSessionEndGoesToTheLogin lets a session expire on the Approvals
+// page, and logs out in another tab of the same browser: each time the
+// page says that the session ended, never draws the login inside itself,
+// and goes to the login with next set, which brings the person back. At
+// desk and phone size.
+func TestSessionEndGoesToTheLogin(t *testing.T) {
+	ended := func(b *browserSession, vp, how string) {
+		t.Helper()
+		b.poll("the page to say the session ended", `(document.querySelector(".session-ended") || {textContent: ""}).textContent.includes("session has ended") &&
+			document.getElementById("link").textContent === "session ended" && !document.querySelector("#live #password")`)
+		b.shot("session-ended-" + how + "-" + vp)
+		b.do("the login", chromedp.WaitVisible(chromedp.ID("user")))
+		if at := eval[string](b, `location.pathname + " " + new URLSearchParams(location.search).get("next")`); at != "/login /approvals" {
+			t.Errorf("the page went to %q, want the login with next=/approvals", at)
+		}
+		b.do("logging in again", chromedp.SendKeys(chromedp.ID("user"), "ann"),
+			chromedp.SendKeys(chromedp.ID("password"), "password-1"), chromedp.Submit(chromedp.ID("password")),
+			chromedp.WaitVisible(chromedp.ID("link")))
+		if path := eval[string](b, `location.pathname`); path != "/approvals" {
+			t.Errorf("after logging in again: %s, want /approvals", path)
+		}
+	}
+	for _, vp := range viewports {
+		t.Run(vp.name+"/expiry", func(t *testing.T) {
+			s := newSite(t, siteOptions{options: func(o *Options) { o.SessionTTL = 4 * time.Second }})
+			s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval")
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.login("ann", "/approvals")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			ended(b, vp.name, "expiry")
+		})
+		t.Run(vp.name+"/logout", func(t *testing.T) {
+			s := newSite(t, siteOptions{})
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.login("ann", "/approvals")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			other, cancel := chromedp.NewContext(b.ctx)
+			defer cancel()
+			if err := chromedp.Do(other, chromedp.Navigate(b.base+"/devices"), chromedp.WaitVisible(chromedp.CSS("form.logout button")),
+				chromedp.Click(chromedp.CSS("form.logout button")), chromedp.WaitVisible(chromedp.ID("user"))); err != nil {
+				t.Fatalf("logging out in another tab: %v", err)
+			}
+			ended(b, vp.name, "logout")
 		})
 	}
 }

@@ -121,12 +121,15 @@ type Server struct {
 	limiter   *access.Limiter
 	pages     *pages
 
-	// mu guards bye, ln, serving and closed.
+	// mu guards bye, ln, serving, closed and ends.
 	mu      sync.Mutex
 	bye     chan struct{} // closed at shutdown, to end event streams
 	ln      net.Listener  // bound by Listen
 	serving bool          // Run has taken ln
 	closed  bool          // Close released ln before Run
+	// ends has, by session cookie, a channel for each event stream of
+	// that session: logging out closes them, and the streams end.
+	ends map[string]map[chan struct{}]struct{}
 
 	// health is the drivers' link state, asked at most once a second.
 	health healthCache
@@ -162,7 +165,7 @@ func New(eng *runtime.Engine, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, eng: eng, log: opts.Logger, limiter: access.NewLimiter(opts.Logger, opts.Now),
-		pages: pg, bye: make(chan struct{})}
+		pages: pg, bye: make(chan struct{}), ends: map[string]map[chan struct{}]struct{}{}}
 	s.limiter.Summarize = s.noteFailures
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -384,6 +387,12 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	status, detail, errorID := s.public(c, err)
 	if isPage(c) && status == http.StatusUnauthorized {
+		if c.QueryParam("fragment") == "1" {
+			// A page's live update: the page, not the update, goes to
+			// the login, so the login is never drawn inside a page.
+			_ = c.String(http.StatusUnauthorized, "session ended; log in again")
+			return
+		}
 		_ = c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(safeNext(c.Request().URL.RequestURI())))
 		return
 	}

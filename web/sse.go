@@ -37,6 +37,31 @@ func (s *Server) apiStream(c echo.Context) error {
 		}
 		since = n
 	}
+	// A stream of a person's session ends with the session: at its
+	// expiry, when it logs out, or when it is found gone.
+	var (
+		cookie    string
+		expiry    <-chan time.Time
+		loggedOut <-chan struct{}
+	)
+	if id := userOf(c); id != nil && !id.Token {
+		if ck, err := c.Cookie(sessionCookie); err == nil {
+			cookie = ck.Value
+			sess, ok, err := s.opts.Sessions.Get(cookie, s.opts.Now())
+			if err != nil {
+				return s.internal(c, http.StatusServiceUnavailable, "sessions cannot be read", err)
+			}
+			if !ok {
+				return problem(http.StatusUnauthorized, "the session has ended; log in again")
+			}
+			t := time.NewTimer(sess.Expires.Sub(s.opts.Now()))
+			defer t.Stop()
+			expiry = t.C
+			var stop func()
+			loggedOut, stop = s.watchSession(cookie)
+			defer stop()
+		}
+	}
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
 	w.Header().Set(echo.HeaderCacheControl, "no-cache")
@@ -72,9 +97,16 @@ func (s *Server) apiStream(c echo.Context) error {
 	keepalive := time.NewTicker(20 * time.Second)
 	defer keepalive.Stop()
 	var err error
+	ended := false
 loop:
 	for {
 		select {
+		case <-expiry:
+			ended = true
+			break loop
+		case <-loggedOut:
+			ended = true
+			break loop
 		case ev, ok := <-evs:
 			if !ok {
 				err = <-subErr
@@ -91,6 +123,12 @@ loop:
 			w.Flush()
 			s.opts.Metrics.sseSent.Inc()
 		case <-keepalive.C:
+			if cookie != "" {
+				if _, ok, _ := s.opts.Sessions.Get(cookie, s.opts.Now()); !ok {
+					ended = true
+					break loop
+				}
+			}
 			if _, err = fmt.Fprint(w, ": keepalive\n\n"); err != nil {
 				break loop
 			}
@@ -101,6 +139,10 @@ loop:
 	}
 	cancel()
 	for range evs { // let the reader finish
+	}
+	if ended {
+		fmt.Fprint(w, "event: session_ended\ndata: the session has ended; log in again\n\n")
+		w.Flush()
 	}
 	select {
 	case <-s.bye:

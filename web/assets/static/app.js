@@ -32,6 +32,32 @@
     }
     note.textContent = text;
   }
+  // When the session ends (it expires, or the person logs out here or in
+  // another tab) the page says so and goes to the login, which brings the
+  // person back here; the login page is never drawn inside this one.
+  var es = null, ended = false;
+  function sessionEnded() {
+    if (ended) { return; }
+    ended = true;
+    if (es) { es.close(); }
+    if (link) { link.textContent = "session ended"; }
+    var next = "/login?next=" + encodeURIComponent(location.pathname + location.search);
+    var p = document.createElement("p");
+    p.className = "note error session-ended";
+    p.setAttribute("role", "alert");
+    p.appendChild(document.createTextNode("Your session has ended. "));
+    var a = document.createElement("a");
+    a.href = next;
+    a.textContent = "Log in again";
+    p.appendChild(a);
+    var main = document.getElementById("main");
+    main.insertBefore(p, main.firstChild);
+    p.scrollIntoView({ block: "nearest" });
+    setTimeout(function () { location.assign(next); }, 1500);
+  }
+  // isLogin reports whether a response is the login (or says to log in).
+  function isLogin(r) { return r.status === 401 || (r.redirected && new URL(r.url).pathname === "/login"); }
+
   // A form's error goes where the person is: next to the field it is
   // about (or the form's buttons), marked for assistive technology, in
   // view. It is the script's own, and a live update leaves it.
@@ -73,6 +99,7 @@
     f.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
     fetch(f.action, { method: "POST", body: new URLSearchParams(data), credentials: "same-origin" })
       .then(function (r) {
+        if (isLogin(r)) { sessionEnded(); return; }
         var q = new URL(r.url).searchParams, note = q.get("note");
         if (q.get("error") === "1" || !r.ok) {
           showError(f, q.get("field"), note || "HTTP " + r.status);
@@ -98,7 +125,10 @@
     alarmTimer = null;
     if (!badge || !window.fetch) { return; }
     fetch("/api/v1/alarms", { credentials: "same-origin", headers: { "Accept": "application/json" } })
-      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (r) {
+        if (isLogin(r)) { sessionEnded(); return null; }
+        return r.ok ? r.json() : null;
+      })
       .then(function (body) {
         if (!body || !body.counts) { return; }
         var c = body.counts;
@@ -178,9 +208,12 @@
     timer = null;
     var url = location.pathname + location.search + (location.search ? "&" : "?") + "fragment=1";
     fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
-      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (r) {
+        if (isLogin(r)) { sessionEnded(); return null; }
+        return r.ok ? r.text() : null;
+      })
       .then(function (html) {
-        if (html === null || !live) { return; }
+        if (html === null || !live || ended) { return; }
         var t = document.createElement("template");
         t.innerHTML = html;
         announce(morph(live, t.content));
@@ -190,10 +223,17 @@
   function schedule(ms) { if (!timer) { timer = setTimeout(refresh, ms || 150); } }
 
   if (!window.EventSource || !link) { return; }
-  var es = new EventSource("/api/v1/events/stream");
+  es = new EventSource("/api/v1/events/stream");
   es.onopen = function () { link.textContent = "live"; scheduleAlarms(); };
   es.addEventListener("alarm", function () { scheduleAlarms(); });
-  es.onerror = function () { link.textContent = "reconnecting"; };
+  es.addEventListener("session_ended", sessionEnded);
+  es.onerror = function () {
+    if (ended) { return; }
+    link.textContent = "reconnecting";
+    // A stream refused (a session gone while the page slept, say) is
+    // not tried again by the browser: ask the page why.
+    if (es.readyState === EventSource.CLOSED) { link.textContent = "offline"; refresh(); }
+  };
   kinds.forEach(function (k) { es.addEventListener(k, function () { schedule(); }); });
   es.addEventListener("bye", function () { link.textContent = "gateway stopped"; es.close(); });
   // Leaving the page ends its stream at once: a stream left open holds one
