@@ -380,3 +380,29 @@ func TestSessionEndGoesToTheLogin(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveUpdatesKeepAnOpenForm opens an alarm's shelving form and types
+// a reason; the alarm is raised again meanwhile, and the live update
+// counts it without closing the form or losing the reason.
+func TestLiveUpdatesKeepAnOpenForm(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{mode: "interlocked"})
+			s.g.SetFault("valve-1", sim.Fault{Stuck: true})
+			s.raise(1)
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.login("adam", "/alarms")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			card := `document.getElementById("alarm-` + stuckAlarm + `")`
+			b.do("opening the shelving form", chromedp.Click(chromedp.CSS(`article.alarm details.shelve summary`)),
+				chromedp.SendKeys(chromedp.CSS(`article.alarm details.shelve input[name="reason"]`), "fitter on the way"))
+			s.raise(1)
+			b.poll("the second count", card+`.textContent.includes("2 times")`)
+			if !eval[bool](b, card+`.querySelector("details.shelve").open && `+card+`.querySelector('details.shelve input[name="reason"]').value === "fitter on the way"`) {
+				b.shot("shelve-form-closed-" + vp.name)
+				t.Error("a live update closed the shelving form a person had opened, or lost its reason")
+			}
+		})
+	}
+}

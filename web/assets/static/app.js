@@ -182,10 +182,11 @@
       if (a.nodeValue !== b.nodeValue) { a.nodeValue = b.nodeValue; }
       return;
     }
-    // A control keeps what the script marked on it (aria-invalid, say).
+    // A control keeps what the script marked on it (aria-invalid, say),
+    // and a disclosure the person opened stays open.
     var control = /^(INPUT|SELECT|TEXTAREA)$/.test(a.nodeName);
     Array.prototype.slice.call(a.attributes).forEach(function (at) {
-      if (!b.hasAttribute(at.name) && !control) { a.removeAttribute(at.name); }
+      if (!b.hasAttribute(at.name) && !control && !(at.name === "open" && a.nodeName === "DETAILS")) { a.removeAttribute(at.name); }
     });
     Array.prototype.slice.call(b.attributes).forEach(function (at) {
       if (a.getAttribute(at.name) !== at.value) { a.setAttribute(at.name, at.value); }
