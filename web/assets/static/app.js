@@ -41,7 +41,11 @@
     ended = true;
     if (es) { es.close(); }
     if (link) { link.textContent = "session ended"; }
-    var next = "/login?next=" + encodeURIComponent(location.pathname + location.search);
+    // Back to this page, without the note of a form answered before.
+    var q = new URLSearchParams(location.search);
+    ["note", "error", "field"].forEach(function (k) { q.delete(k); });
+    var here = location.pathname + (q.toString() ? "?" + q : "");
+    var next = "/login?next=" + encodeURIComponent(here);
     var p = document.createElement("p");
     p.className = "note error session-ended";
     p.setAttribute("role", "alert");
