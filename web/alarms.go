@@ -191,7 +191,7 @@ func (s *Server) alarmsPage(c echo.Context) error {
 			d.Normal = append(d.Normal, v)
 		}
 	}
-	return s.page(c, "alarms", "Alarms", "alarm", d)
+	return s.page(c, "alarms", "Alarms", d)
 }
 
 func (s *Server) ackForm(c echo.Context) error {

@@ -78,8 +78,10 @@ type pageData struct {
 	// failure that was not the person's doing.
 	ErrorID string
 	Next    string
-	// Kinds are the event kinds that refresh the page's live part.
-	Kinds string
+	// Kinds are the event kinds that refresh the page's live part;
+	// StreamKinds are those of every page.
+	Kinds       string
+	StreamKinds string
 	// Alarms are the counts the header shows to a person logged in.
 	Alarms runtime.AlarmCounts
 	Data   any
@@ -149,8 +151,35 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/alarms/:id/shelve", s.shelveForm, admin)
 }
 
-func (s *Server) page(c echo.Context, name, title, kinds string, data any) error {
-	return s.pages.render(c, http.StatusOK, name, pageData{Title: title, User: userOf(c), Kinds: kinds, Alarms: s.alarmCounts(), Data: data})
+// pageKinds are, by page, the event kinds that refresh its live part.
+var pageKinds = map[string]string{
+	"overview":  "refused,approval_requested,approval_answered,approval_expired,mode_changed,alarm,reconciled,link",
+	"approvals": "approval_requested,approval_answered,approval_expired,acted,refused,failed,ended,observed,alarm",
+	"devices":   "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm",
+	"runs":      "started,ended,approval_requested,acted",
+	"journal":   "",
+	"policy":    "mode_changed,rule_added,rule_revoked,approval_requested,approval_answered,reconciled,recovered",
+	"alarms":    "alarm",
+}
+
+// streamKinds are the kinds any page needs: the tab that holds the
+// browser's one event stream passes these on to the others.
+var streamKinds = func() string {
+	var all []string
+	for _, ks := range pageKinds {
+		for k := range strings.SplitSeq(ks, ",") {
+			if k != "" && !slices.Contains(all, k) {
+				all = append(all, k)
+			}
+		}
+	}
+	slices.Sort(all)
+	return strings.Join(all, ",")
+}()
+
+func (s *Server) page(c echo.Context, name, title string, data any) error {
+	return s.pages.render(c, http.StatusOK, name, pageData{Title: title, User: userOf(c), Kinds: pageKinds[name],
+		StreamKinds: streamKinds, Alarms: s.alarmCounts(), Data: data})
 }
 
 // back redirects to a page with a note for the person.
@@ -232,7 +261,7 @@ func (s *Server) overviewPage(c echo.Context) error {
 		o.Uplink = &st
 	}
 	o.Refusals = s.recent(ctx, []string{string(runtime.KindRefused)}, "", 10)
-	return s.page(c, "overview", "Overview", "refused,approval_requested,approval_answered,approval_expired,mode_changed,alarm,reconciled,link", o)
+	return s.page(c, "overview", "Overview", o)
 }
 
 // recent returns the newest n events of the kinds, newest first.
@@ -277,7 +306,7 @@ func (s *Server) approvalsPage(c echo.Context) error {
 	for _, a := range s.eng.RecentApprovals(10) {
 		d.Answered = append(d.Answered, s.approvalView(ctx, a))
 	}
-	return s.page(c, "approvals", "Approvals", "approval_requested,approval_answered,approval_expired,acted,refused,failed,ended,observed,alarm", d)
+	return s.page(c, "approvals", "Approvals", d)
 }
 
 func (s *Server) answerForm(c echo.Context) error {
@@ -299,7 +328,7 @@ type devicesData struct {
 
 func (s *Server) devicesPage(c echo.Context) error {
 	d := devicesData{Drivers: s.driverHealth(c.Request().Context()), Devices: s.deviceViews()}
-	return s.page(c, "devices", "Devices", "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm", d)
+	return s.page(c, "devices", "Devices", d)
 }
 
 func (s *Server) commandForm(c echo.Context) error {
@@ -322,7 +351,7 @@ func (s *Server) commandForm(c echo.Context) error {
 }
 
 func (s *Server) runsPage(c echo.Context) error {
-	return s.page(c, "runs", "Runs", "started,ended,approval_requested,acted", map[string]any{"Runs": s.runs(c), "Plans": s.eng.Plans(),
+	return s.page(c, "runs", "Runs", map[string]any{"Runs": s.runs(c), "Plans": s.eng.Plans(),
 		"Plan": c.QueryParam("plan"), "Status": c.QueryParam("status"), "Origin": c.QueryParam("origin")})
 }
 
@@ -361,7 +390,7 @@ func (s *Server) journalPage(c echo.Context) error {
 			d.Verify = &rep
 		}
 	}
-	return s.page(c, "journal", "Journal", "", d)
+	return s.page(c, "journal", "Journal", d)
 }
 
 // exportJournal writes the events that pass the filter as JSON Lines.
@@ -412,7 +441,7 @@ func (s *Server) exportJournal(c echo.Context) error {
 
 func (s *Server) policyPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	return s.page(c, "policy", "Policy", "mode_changed,rule_added,rule_revoked,approval_requested,approval_answered,reconciled,recovered",
+	return s.page(c, "policy", "Policy",
 		map[string]any{"Mode": s.eng.Mode(ctx), "Modes": s.eng.Modes(), "Rules": s.eng.Rules(), "Locks": s.eng.Locks(),
 			"Pending": s.eng.Approvals()})
 }

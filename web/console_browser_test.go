@@ -57,19 +57,39 @@ func (b *browserSession) login(user, next string) {
 		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.ID("link")))
 }
 
-// TestEightTabsNeverStall opens eight console tabs over TLS, half at desk
-// size and half at phone size, and walks each through every page twice,
-// all at once. Each page holds an event stream; over HTTP/1.1 a browser
-// keeps six connections a host, and the seventh tab's page waited for
-// one. Every load must complete, and its stream must connect, well
-// before a stalled connection would give up.
+// TestEightTabsNeverStall opens eight console tabs, half at desk size and
+// half at phone size, and walks each through every page twice, all at
+// once: over TLS, where the console speaks HTTP/2 and every stream shares
+// one connection, and over plain HTTP/1.1, where a browser keeps six
+// connections a host and the tabs share one event stream. A stream a
+// tab, kept open, left the seventh tab's page waiting for a connection.
+// Every load must complete, and its page be live, well before a stalled
+// connection would give up.
 func TestEightTabsNeverStall(t *testing.T) {
-	s := newSite(t, siteOptions{mode: "interlocked"})
-	b := newBrowser(t, s.tlsConsole(t), chromedp.Flag("ignore-certificate-errors", true))
-	b.login("olga", "/")
-	if proto := eval[string](b, `performance.getEntriesByType("navigation")[0].nextHopProtocol`); proto != "h2" {
-		t.Errorf("the console over TLS is served as %q, want h2", proto)
+	for _, tc := range []struct {
+		name, proto string
+		tls         bool
+	}{{"tls", "h2", true}, {"plain", "http/1.1", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{mode: "interlocked"})
+			base := s.srv.URL
+			if tc.tls {
+				base = s.tlsConsole(t)
+			}
+			b := newBrowser(t, base, chromedp.Flag("ignore-certificate-errors", true))
+			b.login("olga", "/")
+			if proto := eval[string](b, `performance.getEntriesByType("navigation")[0].nextHopProtocol`); proto != tc.proto {
+				t.Errorf("the console is served as %q, want %s", proto, tc.proto)
+			}
+			eightTabs(t, b)
+		})
 	}
+}
+
+// eightTabs walks eight tabs of the browser through every page twice, at
+// once, and fails on a load or a live link that does not complete.
+func eightTabs(t *testing.T, b *browserSession) {
+	t.Helper()
 	const tabs = 8
 	errs := make(chan error, tabs)
 	var wg sync.WaitGroup
@@ -406,4 +426,57 @@ func TestLiveUpdatesKeepAnOpenForm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTabsShareOneStream opens two tabs, one at desk size and one at phone
+// size: the first holds the browser's event stream and the second, which
+// opens none, is updated live from it; when the first tab is closed, the
+// second takes the stream over and is still updated live.
+func TestTabsShareOneStream(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := newBrowser(t, s.srv.URL)
+	b.login("ann", "/devices")
+	b.do("leaving the console in the browser's first tab", chromedp.Navigate("about:blank"))
+	tab := func(w, h int64, page string) (*browserSession, context.CancelFunc) {
+		ctx, cancel := chromedp.NewContext(b.ctx)
+		t.Cleanup(cancel)
+		tb := &browserSession{t: t, ctx: ctx, base: b.base, dir: b.dir}
+		tb.do("a tab on "+page, chromedp.EmulateViewport(w, h), chromedp.Navigate(b.base+page), chromedp.WaitVisible(chromedp.ID("link")))
+		tb.poll("its live link", `document.getElementById("link").textContent === "live"`)
+		return tb, cancel
+	}
+	_, closeFirst := tab(1366, 900, "/devices")
+	second, _ := tab(390, 844, "/approvals")
+	// The stream of the login's page may take a moment to be seen closed.
+	streams := func(when string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); s.web.openStreams() != 1; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s, %d event streams are open, want 1", when, s.web.openStreams())
+			}
+		}
+	}
+	streams("with two tabs open")
+	first := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
+		`{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval"))[1]
+	second.poll("the request, passed on by the first tab", `!!document.getElementById("approval-`+first+`")`)
+
+	// The first tab is closed: the second takes the stream over.
+	closeFirst()
+	second.poll("the second tab's live link", `document.getElementById("link").textContent === "live"`)
+	streams("after the first tab closed")
+	next := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/mode", "operator",
+		`{"mode":"maintenance","reason":"fitter on site"}`, 202, `"status":"pending"`))[1]
+	second.poll("the next request, from its own stream", `!!document.getElementById("approval-`+next+`")`)
+}
+
+// openStreams counts the event streams of people's sessions.
+func (s *Server) openStreams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, chs := range s.ends {
+		n += len(chs)
+	}
+	return n
 }

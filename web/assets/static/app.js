@@ -40,6 +40,7 @@
     if (ended) { return; }
     ended = true;
     if (es) { es.close(); }
+    if (relay) { relay.postMessage({ kind: "session_ended" }); }
     if (link) { link.textContent = "session ended"; }
     // Back to this page, without the note of a form answered before.
     var q = new URLSearchParams(location.search);
@@ -228,23 +229,75 @@
   function schedule(ms) { if (!timer) { timer = setTimeout(refresh, ms || 150); } }
 
   if (!window.EventSource || !link) { return; }
-  es = new EventSource("/api/v1/events/stream");
-  es.onopen = function () { link.textContent = "live"; scheduleAlarms(); };
-  es.addEventListener("alarm", function () { scheduleAlarms(); });
-  es.addEventListener("session_ended", sessionEnded);
-  es.onerror = function () {
+  // One event stream for the whole browser: the tab that holds the lock
+  // holds the stream and passes what it hears to the other tabs. Over
+  // HTTP/1.1 a browser keeps six connections a host, and a stream a tab,
+  // kept open, would leave a seventh tab waiting. Without locks or
+  // broadcast channels, each tab has its own.
+  var lastId = "", relay = null, release = null;
+  var streamKinds = (body.dataset.streamKinds || "").split(",").filter(Boolean);
+  function heard(m) {
+    if (m.id) { lastId = m.id; }
+    if (m.kind === "session_ended") { sessionEnded(); return; }
     if (ended) { return; }
-    link.textContent = "reconnecting";
-    // A stream refused (a session gone while the page slept, say) is
-    // not tried again by the browser: ask the page why.
-    if (es.readyState === EventSource.CLOSED) { link.textContent = "offline"; refresh(); }
-  };
-  kinds.forEach(function (k) { es.addEventListener(k, function () { schedule(); }); });
-  es.addEventListener("bye", function () { link.textContent = "gateway stopped"; es.close(); });
-  // Leaving the page ends its stream at once: a stream left open holds one
-  // of the few connections a browser keeps to a host. A page the browser
-  // brings back from its cache has no stream: it is loaded again, so that
-  // nothing it shows is stale.
-  window.addEventListener("pagehide", function () { es.close(); });
+    if (m.kind === "bye") { link.textContent = "gateway stopped"; return; }
+    if (m.status) {
+      link.textContent = m.status;
+      if (m.status === "live") { scheduleAlarms(); }
+      return;
+    }
+    if (m.kind === "alarm") { scheduleAlarms(); }
+    if (kinds.indexOf(m.kind) >= 0) { schedule(); }
+  }
+  function say(m) {
+    heard(m);
+    if (relay) { relay.postMessage(m); }
+  }
+  function openStream() {
+    es = new EventSource("/api/v1/events/stream" + (lastId ? "?since=" + encodeURIComponent(lastId) : ""));
+    es.onopen = function () { say({ status: "live" }); };
+    es.onerror = function () {
+      if (ended) { return; }
+      // A stream refused (a session gone while the page slept, say) is
+      // not tried again by the browser: ask the page why.
+      if (es.readyState === EventSource.CLOSED) { say({ status: "offline" }); refresh(); } else { say({ status: "reconnecting" }); }
+    };
+    es.addEventListener("session_ended", function () { say({ kind: "session_ended" }); });
+    es.addEventListener("bye", function () { es.close(); say({ kind: "bye" }); });
+    (streamKinds.length ? streamKinds : kinds.concat(["alarm"])).forEach(function (k) {
+      es.addEventListener(k, function (e) { say({ kind: k, id: e.lastEventId }); });
+    });
+  }
+  var bc = window.BroadcastChannel && navigator.locks ? new BroadcastChannel("shadowgate-stream") : null;
+  if (bc) {
+    bc.onmessage = function (e) {
+      var m = e.data || {};
+      if (m.hello) {
+        if (relay) { bc.postMessage({ status: link.textContent }); }
+        return;
+      }
+      if (!relay) { heard(m); }
+    };
+    navigator.locks.request("shadowgate-stream", function () {
+      if (ended) { return null; }
+      relay = bc;
+      openStream();
+      return new Promise(function (r) { release = r; });
+    });
+    bc.postMessage({ hello: true });
+  } else {
+    openStream();
+  }
+  // Leaving the page ends its stream at once, and another tab takes it
+  // over. A page the browser brings back from its cache, or wakes from
+  // a freeze, is loaded again, so that nothing it shows is stale.
+  function leave() {
+    if (es) { es.close(); }
+    relay = null;
+    if (release) { release(); release = null; }
+  }
+  window.addEventListener("pagehide", leave);
+  document.addEventListener("freeze", leave);
+  document.addEventListener("resume", function () { location.reload(); });
   window.addEventListener("pageshow", function (e) { if (e.persisted) { location.reload(); } });
 })();
