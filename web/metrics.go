@@ -136,7 +136,10 @@ type collectorFunc struct {
 func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
+// metrics serves the Prometheus text format. The server's gzip middleware
+// compresses it where the client accepts gzip, so promhttp must not
+// compress it a second time.
 func (s *Server) metrics(c echo.Context) error {
-	promhttp.HandlerFor(s.opts.Metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(c.Response(), c.Request())
+	promhttp.HandlerFor(s.opts.Metrics.reg, promhttp.HandlerOpts{DisableCompression: true}).ServeHTTP(c.Response(), c.Request())
 	return nil
 }

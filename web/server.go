@@ -38,6 +38,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,10 +181,23 @@ func New(eng *runtime.Engine, opts Options) (*Server, error) {
 		ReferrerPolicy:        "no-referrer", HSTSMaxAge: 31536000,
 	}))
 	e.Use(middleware.BodyLimit("64K"))
+	// Pages, assets and API answers are compressed for a client that
+	// accepts gzip (a phone on a weak link); the event stream never is,
+	// since each event must leave when it is written.
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024, Skipper: isStream}))
 	s.e = e
 	s.routes()
 	opts.Metrics.watch(eng, opts.MQTTStats, opts.UplinkStats, opts.Now)
 	return s, nil
+}
+
+// streamPath is the route of the server-sent event stream.
+const streamPath = "/api/v1/events/stream"
+
+// isStream reports whether c is a request for the event stream, which is
+// never compressed.
+func isStream(c echo.Context) bool {
+	return c.Path() == streamPath || strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "text/event-stream")
 }
 
 // Handler returns the server's handler, for tests.
