@@ -133,10 +133,12 @@ func startHardwareWith(t testing.TB, o hwOptions, hardware string) *hwRig {
 	})
 	r.Engine = p.Engine
 	opts := paho.NewClientOptions().AddBroker("tcp://" + p.MQTT.Addr("tcp")).SetClientID("hw-test").
-		SetUsername("demo").SetPassword("greenhouse-demo").SetAutoReconnect(false)
+		SetUsername("demo").SetPassword("greenhouse-demo").SetAutoReconnect(false).SetConnectTimeout(30 * time.Second)
 	r.client = paho.NewClient(opts)
-	if tok := r.client.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
+	// A loaded machine (the whole suite at once) can take seconds to
+	// check the password: the bound is generous, not a measure.
+	if tok := r.client.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v (not connected within 30s if nil)", tok.Error())
 	}
 	tok := r.client.Subscribe(r.prefix+"reply/#", 1, func(_ paho.Client, m paho.Message) {
 		var rep command.Reply
