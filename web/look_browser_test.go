@@ -1,0 +1,110 @@
+package web
+
+import (
+	"os"
+	"testing"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/shadowgate/shadowgate/drivers/sim"
+)
+
+// The colour schemes every page is looked at in.
+var schemes = []string{"light", "dark"}
+
+// setScheme makes the page prefer the light or the dark colour scheme,
+// as a system setting would; it holds across navigations.
+func (b *browserSession) setScheme(scheme string) {
+	b.t.Helper()
+	f := []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: f}); err != nil {
+		b.t.Fatalf("emulating the %s colour scheme: %v", scheme, err)
+	}
+}
+
+// TestConsoleLook walks every console page, with an alarm standing and
+// requests waiting, in the light and the dark colour scheme
+// (prefers-color-scheme, emulated): axe-core finds no serious or critical
+// violation, colour contrast included.
+func TestConsoleLook(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "interlocked"})
+	s.g.SetFault("valve-1", sim.Fault{Stuck: true})
+	s.raise(1)
+	// Requests waiting: a command (its card has the any-value checkbox)
+	// and a mode change.
+	s.expect("POST", "/api/v1/mode", "admin", `{"mode":"supervised","reason":"a fitter on site"}`, 200, "")
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":false,"reason":"drain the tank"}`, 202, "pending_approval")
+	s.expect("POST", "/api/v1/mode", "operator", `{"mode":"maintenance","reason":"pump overhaul, fitter on site"}`, 202, `"status":"pending"`)
+	axe := axeScript(t)
+	if axe == "" {
+		const why = "axe-core is not installed (npm install -g axe-core, or SHADOWGATE_AXE=axe.min.js)"
+		if os.Getenv("SHADOWGATE_E2E") == "1" {
+			t.Fatal(why + ", and SHADOWGATE_E2E=1 needs the accessibility audit to run")
+		}
+		t.Log(why + ": the accessibility audit is skipped")
+	}
+
+	b := newBrowser(t, s.srv.URL)
+	b.login("adam", "/")
+	for _, vp := range viewports[:1] {
+		for _, scheme := range schemes {
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.setScheme(scheme)
+			for _, page := range append([]string{"/login"}, consolePages...) {
+				where := page + " (" + vp.name + ", " + scheme + ")"
+				if page == "/login" {
+					// The login page as a person who is not logged in sees it.
+					b.lookAtLogin(vp.w, vp.h, scheme, func() { b.lookAt(t, where, axe) })
+					continue
+				}
+				b.do(where, chromedp.Navigate(b.base+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
+				b.poll("the live link on "+where, `document.getElementById("link").textContent === "live"`)
+				b.checkScheme(where, scheme)
+				b.lookAt(t, where, axe)
+			}
+		}
+	}
+}
+
+// checkScheme fails the test unless the page shown is drawn in scheme:
+// the page's background is dark exactly when the scheme is.
+func (b *browserSession) checkScheme(where, scheme string) {
+	b.t.Helper()
+	dark := eval[bool](b, `(() => {
+		const [r, g, bl] = getComputedStyle(document.body).backgroundColor.match(/\d+/g).map(Number);
+		return matchMedia("(prefers-color-scheme: dark)").matches && r + g + bl < 3 * 64;
+	})()`)
+	if dark != (scheme == "dark") {
+		b.t.Fatalf("%s: the page is not drawn in the %s scheme", where, scheme)
+	}
+}
+
+// lookAtLogin opens the login page in a new tab of the same browser
+// without its cookies (an incognito context), at the size and scheme
+// given, runs look there, and comes back.
+func (b *browserSession) lookAtLogin(w, h int64, scheme string, look func()) {
+	b.t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	defer cancel()
+	outer := b.ctx
+	b.ctx = ctx
+	defer func() { b.ctx = outer }()
+	b.do("the login page", chromedp.EmulateViewport(w, h))
+	b.setScheme(scheme)
+	b.do("the login page", chromedp.Navigate(b.base+"/login"), chromedp.WaitVisible(chromedp.ID("user")))
+	b.checkScheme("/login", scheme)
+	look()
+}
+
+// lookAt checks the page shown.
+func (b *browserSession) lookAt(t *testing.T, where, axe string) {
+	t.Helper()
+	if axe != "" {
+		for _, v := range b.axe(axe) {
+			if v.Impact == "serious" || v.Impact == "critical" {
+				t.Errorf("%s: axe-core %s (%s): %s, on %q", where, v.ID, v.Impact, v.Help, v.Nodes)
+			}
+		}
+	}
+}
