@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 
@@ -13,6 +14,50 @@ import (
 // The colour schemes every page is looked at in.
 var schemes = []string{"light", "dark"}
 
+// layoutJS measures the page shown: the tap targets under 44×44 px (a
+// checkbox counts with the label around it, which takes the tap too), and
+// the elements that reach past their container's box or the viewport.
+// Elements out of the flow (the skip link, the screen-reader-only text)
+// are not measured.
+const layoutJS = `(() => {
+	const min = 44 - 0.5, slack = 1;
+	const shown = e => {
+		const r = e.getBoundingClientRect(), cs = getComputedStyle(e);
+		return r.width > 0 && r.height > 0 && cs.visibility !== "hidden" && !e.closest(".visually-hidden, .skip");
+	};
+	const name = e => {
+		let n = e.tagName.toLowerCase();
+		if (e.tagName === "INPUT") n += "[type=" + e.type + "]";
+		if (e.id) n += "#" + e.id;
+		if (typeof e.className === "string" && e.className.trim()) n += "." + e.className.trim().split(/\s+/).join(".");
+		const text = (e.textContent || e.value || e.getAttribute("aria-label") || "").trim().replace(/\s+/g, " ").slice(0, 40);
+		return text ? n + " " + JSON.stringify(text) : n;
+	};
+	const small = [], wide = [];
+	for (const e of document.querySelectorAll("a[href], button, input:not([type=hidden]), select, textarea, summary")) {
+		if (!shown(e)) continue;
+		const target = (e.type === "checkbox" || e.type === "radio") && e.closest("label") || e;
+		const r = target.getBoundingClientRect();
+		if (r.width < min || r.height < min) small.push(name(e) + " " + Math.round(r.width) + "×" + Math.round(r.height));
+	}
+	const vw = document.documentElement.clientWidth;
+	for (const e of document.body.querySelectorAll("*")) {
+		const p = e.parentElement;
+		if (!shown(e) || !p || ["absolute", "fixed"].includes(getComputedStyle(e).position)) continue;
+		if (e.closest("svg") && e.tagName.toLowerCase() !== "svg") continue;
+		const r = e.getBoundingClientRect(), pr = p.getBoundingClientRect();
+		if (r.right > pr.right + slack || r.left < pr.left - slack)
+			wide.push(name(e) + " " + Math.round(r.width) + " px in " + name(p) + " " + Math.round(pr.width) + " px");
+		else if (r.right > vw + slack) wide.push(name(e) + " reaches " + Math.round(r.right) + " px, past the viewport's " + vw);
+	}
+	return JSON.stringify({small, wide, scroll: document.documentElement.scrollWidth, width: vw});
+})()`
+
+type layout struct {
+	Small, Wide   []string
+	Scroll, Width float64
+}
+
 // setScheme makes the page prefer the light or the dark colour scheme,
 // as a system setting would; it holds across navigations.
 func (b *browserSession) setScheme(scheme string) {
@@ -23,10 +68,13 @@ func (b *browserSession) setScheme(scheme string) {
 	}
 }
 
-// TestConsoleLook walks every console page, with an alarm standing and
-// requests waiting, in the light and the dark colour scheme
-// (prefers-color-scheme, emulated): axe-core finds no serious or critical
-// violation, colour contrast included.
+// TestConsoleLook walks every console page, with an alarm standing and a
+// request waiting, at desk and phone size, in the light and the dark
+// colour scheme (prefers-color-scheme, emulated). On each page every tap
+// target is at least 44×44 px (navigation links and checkboxes
+// included), no element reaches past its container or the viewport, and
+// axe-core finds no serious or critical violation, colour contrast
+// included.
 func TestConsoleLook(t *testing.T) {
 	s := newSite(t, siteOptions{mode: "interlocked"})
 	s.g.SetFault("valve-1", sim.Fault{Stuck: true})
@@ -47,7 +95,7 @@ func TestConsoleLook(t *testing.T) {
 
 	b := newBrowser(t, s.srv.URL)
 	b.login("adam", "/")
-	for _, vp := range viewports[:1] {
+	for _, vp := range viewports {
 		for _, scheme := range schemes {
 			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
 			b.setScheme(scheme)
@@ -61,6 +109,9 @@ func TestConsoleLook(t *testing.T) {
 				b.do(where, chromedp.Navigate(b.base+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
 				b.poll("the live link on "+where, `document.getElementById("link").textContent === "live"`)
 				b.checkScheme(where, scheme)
+				if page == "/approvals" && eval[int](b, `document.querySelectorAll("main input[type=checkbox]").length`) == 0 {
+					t.Fatalf("%s: no checkbox to measure", where)
+				}
 				b.lookAt(t, where, axe)
 			}
 		}
@@ -100,6 +151,19 @@ func (b *browserSession) lookAtLogin(w, h int64, scheme string, look func()) {
 // lookAt checks the page shown.
 func (b *browserSession) lookAt(t *testing.T, where, axe string) {
 	t.Helper()
+	var l layout
+	if err := json.Unmarshal([]byte(eval[string](b, layoutJS)), &l); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Small {
+		t.Errorf("%s: a tap target under 44×44 px: %s", where, e)
+	}
+	for _, e := range l.Wide {
+		t.Errorf("%s: wider than its container: %s", where, e)
+	}
+	if l.Scroll > l.Width+1 {
+		t.Errorf("%s: the page is %v px wide in a %v px viewport", where, l.Scroll, l.Width)
+	}
 	if axe != "" {
 		for _, v := range b.axe(axe) {
 			if v.Impact == "serious" || v.Impact == "critical" {
