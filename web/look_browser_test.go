@@ -3,6 +3,8 @@ package web
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/cdproto/emulation"
@@ -68,13 +70,35 @@ func (b *browserSession) setScheme(scheme string) {
 	}
 }
 
+// screenshotDir is where TestConsoleLook keeps its screenshots:
+// $SHADOWGATE_SCREENSHOTS, or a new temporary directory that outlives the
+// test. The test logs its name.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("SHADOWGATE_SCREENSHOTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	dir, err := os.MkdirTemp("", "shadowgate-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestConsoleLook walks every console page, with an alarm standing and a
 // request waiting, at desk and phone size, in the light and the dark
 // colour scheme (prefers-color-scheme, emulated). On each page every tap
 // target is at least 44×44 px (navigation links and checkboxes
 // included), no element reaches past its container or the viewport, and
 // axe-core finds no serious or critical violation, colour contrast
-// included.
+// included. It writes a full-page screenshot of each page at each size
+// and scheme to the directory it logs (see screenshotDir), named
+// page-size-scheme.png; the README's pictures are two of them,
+// approvals-phone-light.png as docs/console-approvals-phone.png and
+// devices-desk-light.png as docs/console-devices-desk.png.
 func TestConsoleLook(t *testing.T) {
 	s := newSite(t, siteOptions{mode: "interlocked"})
 	s.g.SetFault("valve-1", sim.Fault{Stuck: true})
@@ -82,7 +106,7 @@ func TestConsoleLook(t *testing.T) {
 	// Requests waiting: a command (its card has the any-value checkbox)
 	// and a mode change.
 	s.expect("POST", "/api/v1/mode", "admin", `{"mode":"supervised","reason":"a fitter on site"}`, 200, "")
-	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":false,"reason":"drain the tank"}`, 202, "pending_approval")
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"reason":"fill the tank"}`, 202, "pending_approval")
 	s.expect("POST", "/api/v1/mode", "operator", `{"mode":"maintenance","reason":"pump overhaul, fitter on site"}`, 202, `"status":"pending"`)
 	axe := axeScript(t)
 	if axe == "" {
@@ -92,6 +116,8 @@ func TestConsoleLook(t *testing.T) {
 		}
 		t.Log(why + ": the accessibility audit is skipped")
 	}
+	dir := screenshotDir(t)
+	t.Logf("screenshots go to %s", dir)
 
 	b := newBrowser(t, s.srv.URL)
 	b.login("adam", "/")
@@ -103,7 +129,7 @@ func TestConsoleLook(t *testing.T) {
 				where := page + " (" + vp.name + ", " + scheme + ")"
 				if page == "/login" {
 					// The login page as a person who is not logged in sees it.
-					b.lookAtLogin(vp.w, vp.h, scheme, func() { b.lookAt(t, where, axe) })
+					b.lookAtLogin(vp.w, vp.h, scheme, func() { b.lookAt(t, where, page, axe, dir, vp.name, scheme) })
 					continue
 				}
 				b.do(where, chromedp.Navigate(b.base+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
@@ -112,7 +138,7 @@ func TestConsoleLook(t *testing.T) {
 				if page == "/approvals" && eval[int](b, `document.querySelectorAll("main input[type=checkbox]").length`) == 0 {
 					t.Fatalf("%s: no checkbox to measure", where)
 				}
-				b.lookAt(t, where, axe)
+				b.lookAt(t, where, page, axe, dir, vp.name, scheme)
 			}
 		}
 	}
@@ -148,8 +174,8 @@ func (b *browserSession) lookAtLogin(w, h int64, scheme string, look func()) {
 	look()
 }
 
-// lookAt checks the page shown.
-func (b *browserSession) lookAt(t *testing.T, where, axe string) {
+// lookAt checks the page shown and writes its screenshot.
+func (b *browserSession) lookAt(t *testing.T, where, page, axe, dir, size, scheme string) {
 	t.Helper()
 	var l layout
 	if err := json.Unmarshal([]byte(eval[string](b, layoutJS)), &l); err != nil {
@@ -170,5 +196,17 @@ func (b *browserSession) lookAt(t *testing.T, where, axe string) {
 				t.Errorf("%s: axe-core %s (%s): %s, on %q", where, v.ID, v.Impact, v.Help, v.Nodes)
 			}
 		}
+	}
+	name := strings.Trim(strings.ReplaceAll(page, "/", "-"), "-")
+	if name == "" {
+		name = "overview"
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("%s: screenshot: %v", where, err)
+	}
+	path := filepath.Join(dir, name+"-"+size+"-"+scheme+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
