@@ -68,7 +68,7 @@ func (e *Engine) notice(ctx context.Context, n devices.Notice) {
 		e.links.set(n.Device, nil)
 		e.refresh(ctx)
 		e.readAgain(ctx, n.Device)
-		e.safety.now(n.Device) // a drive to safe it owes is made now
+		e.safety.dueNow(n.Device) // a drive to safe it owes is made now
 	}
 }
 
@@ -110,7 +110,7 @@ func (e *Engine) refresh(ctx context.Context) {
 			body.Reason = why.Error()
 		} else {
 			e.links.set(ch.Device, nil)
-			e.safety.now(ch.Device) // a drive to safe it owes is made now
+			e.safety.dueNow(ch.Device) // a drive to safe it owes is made now
 		}
 		_, _ = e.commit(ctx, Sync, Event{Kind: kind, Device: ch.Device}, body, nil)
 	}

@@ -152,8 +152,8 @@ func (s *safety) request(j safeJob) {
 	s.poke()
 }
 
-// now makes the owed drives of device due at once: it was found again.
-func (s *safety) now(device string) {
+// dueNow makes the owed drives of device due at once: it was found again.
+func (s *safety) dueNow(device string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for t, j := range s.jobs {
