@@ -210,7 +210,7 @@ func (s *Server) shelveForm(c echo.Context) error {
 	if a.ShelvedUntil.IsZero() {
 		return back(c, "/alarms", "Alarm "+a.ID+" is not shelved.")
 	}
-	return back(c, "/alarms", "Alarm "+a.ID+" is shelved until "+a.ShelvedUntil.Local().Format("15:04")+".")
+	return back(c, "/alarms", "Alarm "+a.ID+" is shelved until "+a.ShelvedUntil.Local().Format("2006-01-02 15:04 MST")+".")
 }
 
 // standingAlarms returns the standing alarms by device, for the devices.

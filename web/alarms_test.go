@@ -295,7 +295,7 @@ func TestDeviceCardShowsTheDeadMan(t *testing.T) {
 		t.Fatalf("login = %d", code)
 	}
 	_, page, _ := viewer.page("/devices")
-	if want := "dead man: back to safe at " + r.Receipt.Until.Local().Format("15:04:05") + " unless renewed"; !strings.Contains(page, want) {
+	if want := "dead man: back to safe at " + string(timeElement(r.Receipt.Until)) + " unless renewed"; !strings.Contains(page, want) {
 		t.Fatalf("the valve's card does not say %q:\n%s", want, page)
 	}
 }

@@ -20,6 +20,31 @@
   setInterval(countdowns, 1000);
   countdowns();
 
+  // Times are written by the gateway with their date and zone; here they
+  // are shown in the browser's zone, the date only when it is not today,
+  // and the full moment on hover.
+  var fmt = { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" };
+  function localTimes(root) {
+    if (!window.Intl) { return; }
+    var now = new Date();
+    (root || document).querySelectorAll("time.t[datetime]").forEach(function (el) {
+      var d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d)) { return; }
+      var o = Object.assign({}, fmt);
+      if (d.toDateString() !== now.toDateString()) {
+        o.day = "numeric"; o.month = "short";
+        if (d.getFullYear() !== now.getFullYear()) { o.year = "numeric"; }
+      }
+      el.textContent = d.toLocaleString(undefined, o);
+      el.title = d.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" });
+    });
+    var zone = document.getElementById("zone");
+    if (zone) {
+      zone.textContent = "Times are in your zone, " + Intl.DateTimeFormat().resolvedOptions().timeZone + ".";
+    }
+  }
+  localTimes();
+
   // Forms inside the live part post in place: the answer and its receipt
   // appear where the request was, without leaving the page.
   function showNote(text) {
@@ -222,6 +247,7 @@
         if (html === null || !live || ended) { return; }
         var t = document.createElement("template");
         t.innerHTML = html;
+        localTimes(t.content);
         announce(morph(live, t.content));
         countdowns();
       });
