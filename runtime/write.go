@@ -95,7 +95,6 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 	var (
 		cfg   *config
 		pol   *CapPolicy
-		env   governance.Envelope
 		conds []governance.Condition
 		req   governance.Request
 		// renewing is set when derive judged the write a renewal; until
@@ -104,37 +103,9 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		allowRenewal = true
 	)
 	derive := func(now *config) {
-		cfg, pol, env, conds, renewing = now, now.policies[target], governance.Envelope{Type: c.Type}, nil, false
-		if pol != nil {
-			if pol.Envelope != nil {
-				env = *pol.Envelope
-				env.Type = c.Type
-			}
-			// A running interlock is also a permissive: an act it would
-			// undo at once is not made. Permissives guard a start: a
-			// command to the safe value (stopping the pump, closing the
-			// valve) is never held up by them.
-			conds = append(slices.Clip(pol.Interlocks), pol.While...)
-			switch {
-			case pol.Safe != nil && w.value.Equal(*pol.Safe):
-				conds = nil
-			case allowRenewal && len(pol.Interlocks) > 0 && e.renewal(target, w.value, pol):
-				// A renewal (a running dead man's value again) is no
-				// start: only the running interlocks hold it. The act
-				// reads the actuator again to be sure it still runs.
-				conds, renewing = pol.While, true
-			}
-		}
-		if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
-			for _, s := range c.Enum {
-				env.Allowed = append(env.Allowed, value.Enum(s))
-			}
-		}
-		req = governance.Request{
-			Principal: w.principal, Device: w.device, Capability: w.capability, Write: true,
-			Profile: Profile(&ent.Device, c, pol), Value: w.value, Envelope: &env,
-			Interlocks: conds, Facts: &e.facts,
-		}
+		cfg = now
+		req, pol, renewing = e.writeRequest(now, &ent.Device, c, w.principal, w.value, allowRenewal)
+		conds = req.Interlocks
 	}
 	derive(e.conf())
 	// steady takes the snapshot again until it holds still, reading the
@@ -243,6 +214,48 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		authz = w.resume.Authorization.ID
 	}
 	return e.act(ctx, w, base, ent, c, pol, dg, authz)
+}
+
+// writeRequest is the judge's request for writing v to capability c of
+// device d under the configuration now, with the capability's policy and
+// whether the write is a renewal (allowRenewal lets it be one).
+func (e *Engine) writeRequest(now *config, d *devices.Device, c *devices.Capability, principal string, v value.Value,
+	allowRenewal bool) (req governance.Request, pol *CapPolicy, renewing bool) {
+	target := ref(d.ID, c.Name)
+	pol = now.policies[target]
+	env := governance.Envelope{Type: c.Type}
+	var conds []governance.Condition
+	if pol != nil {
+		if pol.Envelope != nil {
+			env = *pol.Envelope
+			env.Type = c.Type
+		}
+		// A running interlock is also a permissive: an act it would undo
+		// at once is not made. Permissives guard a start: a command to
+		// the safe value (stopping the pump, closing the valve) is never
+		// held up by them.
+		conds = append(slices.Clip(pol.Interlocks), pol.While...)
+		switch {
+		case pol.Safe != nil && v.Equal(*pol.Safe):
+			conds = nil
+		case allowRenewal && len(pol.Interlocks) > 0 && e.renewal(target, v, pol):
+			// A renewal (a running dead man's value again) is no start:
+			// only the running interlocks hold it. The act reads the
+			// actuator again to be sure it still runs.
+			conds, renewing = pol.While, true
+		}
+	}
+	if c.Type == value.TypeEnum && len(env.Allowed) == 0 {
+		for _, s := range c.Enum {
+			env.Allowed = append(env.Allowed, value.Enum(s))
+		}
+	}
+	req = governance.Request{
+		Principal: principal, Device: d.ID, Capability: c.Name, Write: true,
+		Profile: Profile(d, c, pol), Value: v, Envelope: &env,
+		Interlocks: conds, Facts: &e.facts,
+	}
+	return req, pol, renewing
 }
 
 func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governance.Verdict, value value.Value) Observation {
