@@ -348,27 +348,6 @@ func (s *Server) commandForm(c echo.Context) error {
 	return back(c, "/devices", note)
 }
 
-func (s *Server) runsPage(c echo.Context) error {
-	return s.page(c, "runs", "Runs", map[string]any{"Runs": s.runs(c), "Plans": s.eng.Plans(),
-		"Plan": c.QueryParam("plan"), "Status": c.QueryParam("status"), "Origin": c.QueryParam("origin")})
-}
-
-func (s *Server) startForm(c echo.Context) error {
-	rec, err := s.startPlan(c, runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
-		Origin: "console", Reason: c.FormValue("reason")})
-	if err != nil {
-		return formError(c, "/runs", err)
-	}
-	return back(c, "/runs", "Started "+rec.Plan+" as "+rec.ID+".")
-}
-
-func (s *Server) cancelForm(c echo.Context) error {
-	if err := s.cancelRun(c, c.Param("id"), c.FormValue("reason")); err != nil {
-		return formError(c, "/runs", err)
-	}
-	return back(c, "/runs", "Cancelled "+c.Param("id")+".")
-}
-
 func (s *Server) policyPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	return s.page(c, "policy", "Policy",

@@ -1,0 +1,339 @@
+package web
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// runsShown bounds the runs the Runs page lists, newest first, so that
+// the page stays light on a phone: the engine keeps up to a thousand
+// ended runs, and the filters narrow them.
+const runsShown = 25
+
+// approvalsAnswered is how many answered approvals the Approvals page
+// shows (approvalsPage): a run links only to the cards found there.
+const approvalsAnswered = 10
+
+// runKinds are the kinds of event a run records. runDeviceKinds are those
+// of them that carry a device: a journal filtered by device shows only
+// these (and "observed", for a run that reads, whose readings are among
+// the device's others).
+const (
+	runKinds       = "started,invoked,refused,failed,approval_requested,approval_answered,approval_expired,acted,ended"
+	runDeviceKinds = "invoked,refused,failed,approval_requested,approval_answered,approval_expired,acted"
+)
+
+// runsData is the Runs page: the plans a person may start, the filters
+// as given, and the runs that pass them.
+type runsData struct {
+	Plans                []runtime.Plan
+	Plan, Status, Origin string
+	// The filters' choices, with the one given selected (added if it is
+	// none of them, so the form says what the list is filtered by).
+	PlanChoices, StatusChoices, OriginChoices []filterOption
+	// Total is how many runs pass the filters; Runs holds the newest
+	// runsShown of them.
+	Total int
+	Runs  []runView
+}
+
+// filterOption is one option of a filter.
+type filterOption struct {
+	Value, Text string
+	Selected    bool
+}
+
+// filterOptions returns the options of a filter given as "value", "text", ...
+// pairs after "any", the one whose value is given selected.
+func filterOptions(given, any string, pairs ...string) []filterOption {
+	out := []filterOption{{Value: "", Text: any, Selected: given == ""}}
+	found := given == ""
+	for i := 0; i+1 < len(pairs); i += 2 {
+		c := filterOption{Value: pairs[i], Text: pairs[i+1], Selected: pairs[i] == given}
+		found = found || c.Selected
+		out = append(out, c)
+	}
+	if !found {
+		out = append(out, filterOption{Value: given, Text: given, Selected: true})
+	}
+	return out
+}
+
+// runView is a run as a person reads it: every code word put in words.
+type runView struct {
+	runtime.RunRecord
+	// What names the run: "Plan flush", or "A single command".
+	What string
+	// State is the status, or how it ended, in words ("Waiting for an
+	// approval", "Refused"); Tone colours it: "good", "bad", "warn" or "".
+	State, Tone string
+	// Ended is true once the run ended: it can no longer be cancelled.
+	Ended bool
+	// Via says where the run came from: "the console", "MQTT".
+	Via string
+	// Took is how long it ran, or runs: "took 2 s", "running for 3 min".
+	Took string
+	// StepsText counts its steps and acts: "2 of 3 steps, 1 act".
+	StepsText string
+	// Approvals are the approvals the run asked for that the engine still
+	// holds, newest first.
+	Approvals []runApproval
+	// Device is the one device the run concerns, if it is known to be
+	// one; JournalKinds are the kinds its journal link filters.
+	Device, JournalKinds string
+}
+
+// runApproval is an approval of a run and where a person finds it.
+type runApproval struct {
+	ID string
+	// Status says where it stands, in words.
+	Status string
+	// Anchor is the id of its card on the Approvals page, or "" when the
+	// page no longer shows it.
+	Anchor string
+}
+
+func (s *Server) runsPage(c echo.Context) error {
+	d := runsData{Plans: s.eng.Plans(), Plan: c.QueryParam("plan"), Status: c.QueryParam("status"), Origin: c.QueryParam("origin")}
+	var plans []string
+	for _, p := range d.Plans {
+		plans = append(plans, p.Name, p.Name)
+	}
+	d.PlanChoices = filterOptions(d.Plan, "Any plan or command", append(plans, "command", "Single commands")...)
+	d.StatusChoices = filterOptions(d.Status, "Any", "running", "Running", "parked", "Waiting for an approval",
+		"ended", "Ended, any way", "completed", "Completed", "refused", "Refused", "failed", "Failed",
+		"lease_exhausted", "Stopped: its lease ran out", "cancelled", "Cancelled")
+	d.OriginChoices = filterOptions(d.Origin, "Any", "console", "The console", "api", "The API", "mqtt", "MQTT",
+		"schedule", "The schedule", "uplink", "The uplink")
+	runs := s.runs(c)
+	d.Total = len(runs)
+	if len(runs) > runsShown {
+		runs = runs[:runsShown]
+	}
+	d.Runs = s.runViews(c.Request().Context(), runs, d.Plans)
+	return s.page(c, "runs", "Runs", d)
+}
+
+func (s *Server) startForm(c echo.Context) error {
+	rec, err := s.startPlan(c, runtime.StartPlan{Plan: c.Param("name"), Principal: userOf(c).Principal,
+		Origin: "console", Reason: c.FormValue("reason")})
+	if err != nil {
+		return formError(c, "/runs", err)
+	}
+	return back(c, "/runs", "Started "+rec.Plan+" as "+rec.ID+".")
+}
+
+func (s *Server) cancelForm(c echo.Context) error {
+	if err := s.cancelRun(c, c.Param("id"), c.FormValue("reason")); err != nil {
+		return formError(c, "/runs", err)
+	}
+	return back(c, "/runs", "Cancelled "+c.Param("id")+".")
+}
+
+// runViews puts runs in words, with their approvals and the device each
+// concerns, if one.
+func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans []runtime.Plan) []runView {
+	if len(runs) == 0 {
+		return nil
+	}
+	now := s.opts.Now()
+	steps := map[string][]runtime.PlanStep{}
+	for _, p := range plans {
+		steps[p.Name] = p.Steps
+	}
+	byRun := map[string][]runtime.Approval{}
+	for _, a := range s.eng.Approvals() {
+		byRun[a.Run] = append(byRun[a.Run], a)
+	}
+	onPage := map[string]bool{}
+	for i, a := range s.eng.RecentApprovals(1000) {
+		onPage[a.ID] = i < approvalsAnswered
+		byRun[a.Run] = append(byRun[a.Run], a)
+	}
+	out := make([]runView, 0, len(runs))
+	for _, r := range runs {
+		v := runView{RunRecord: r, Via: originWords(r.Origin), Took: tookWords(r, now)}
+		v.State, v.Tone, v.Ended = runState(r)
+		total := 0
+		devs, reads := map[string]bool{}, false
+		if r.Plan == "command" {
+			v.What, total = "A single command", 1
+			if r.RequestID != "" {
+				// A command's act is keyed by its principal and request id.
+				if at, ok, err := s.eng.Attempt(ctx, r.Principal+"/"+r.RequestID); err == nil && ok {
+					devs[at.Device] = true
+				}
+			}
+		} else {
+			v.What, total = "Plan "+r.Plan, len(steps[r.Plan])
+			for _, st := range steps[r.Plan] {
+				if st.Device != "" {
+					devs[st.Device] = true
+				}
+				reads = reads || st.Op == runtime.OpRead
+			}
+		}
+		v.StepsText = stepsWords(r, total)
+		for _, a := range byRun[r.ID] {
+			if a.Run == "" {
+				continue
+			}
+			if a.Device != "" {
+				devs[a.Device] = true
+			}
+			ra := runApproval{ID: a.ID, Status: approvalWords(a.Status)}
+			if a.Status == runtime.ApprovalPending {
+				ra.Anchor = "approval-" + a.ID
+			} else if onPage[a.ID] {
+				ra.Anchor = "answered-" + a.ID
+			}
+			v.Approvals = append(v.Approvals, ra)
+		}
+		v.JournalKinds = runKinds
+		if len(devs) == 1 {
+			for d := range devs {
+				v.Device, v.JournalKinds = d, runDeviceKinds
+				if reads {
+					// Its readings are among the device's others.
+					v.JournalKinds += ",observed"
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// runState says where a run stands, or how it ended, in words, with its
+// tone and whether it ended.
+func runState(r runtime.RunRecord) (state, tone string, ended bool) {
+	switch r.Status {
+	case runtime.RunRunning:
+		return "Running", "", false
+	case runtime.RunParked:
+		return "Waiting for an approval", "warn", false
+	case runtime.RunEnded:
+	default:
+		return string(r.Status), "", false
+	}
+	switch r.End {
+	case runtime.EndCompleted:
+		return "Completed", "good", true
+	case runtime.EndRefused:
+		return "Refused", "bad", true
+	case runtime.EndFailed:
+		return "Failed", "bad", true
+	case runtime.EndLeaseExhausted:
+		return "Stopped: its lease ran out", "bad", true
+	case runtime.EndCancelled:
+		return "Cancelled", "warn", true
+	}
+	return "Ended", "", true
+}
+
+// originWords names where a run came from.
+func originWords(o string) string {
+	switch o {
+	case "console":
+		return "the console"
+	case "api":
+		return "the API"
+	case "mqtt":
+		return "MQTT"
+	case "schedule":
+		return "the schedule"
+	case "uplink":
+		return "the uplink"
+	case "safety":
+		return "the gateway's safety watch"
+	case "":
+		return "an unknown origin"
+	}
+	return o
+}
+
+// approvalWords says where an approval stands.
+func approvalWords(st runtime.ApprovalStatus) string {
+	switch st {
+	case runtime.ApprovalPending:
+		return "waiting for an answer"
+	case runtime.ApprovalApproved:
+		return "approved"
+	case runtime.ApprovalDenied:
+		return "denied"
+	case runtime.ApprovalExpired:
+		return "expired unanswered"
+	case runtime.ApprovalSuperseded:
+		return "closed by the gateway"
+	}
+	return string(st)
+}
+
+// tookWords says how long a run took, or has been going, at now.
+func tookWords(r runtime.RunRecord, now time.Time) string {
+	switch {
+	case r.Status == runtime.RunEnded && !r.EndedAt.IsZero():
+		return "took " + spanWords(r.EndedAt.Sub(r.StartedAt))
+	case r.Status == runtime.RunParked:
+		return "open for " + spanWords(now.Sub(r.StartedAt)) + ", parked now"
+	case r.Status == runtime.RunRunning:
+		return "running for " + spanWords(now.Sub(r.StartedAt))
+	}
+	return "not known"
+}
+
+// spanWords says a span of time the way a person says it: "under a
+// second", "40 s", "3 min", "3 min 20 s", "2 h 5 min", "3 days 4 h".
+func spanWords(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "under a second"
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + " s"
+	case d < 10*time.Minute:
+		m, sec := int(d/time.Minute), int(d%time.Minute/time.Second)
+		if sec == 0 {
+			return strconv.Itoa(m) + " min"
+		}
+		return strconv.Itoa(m) + " min " + strconv.Itoa(sec) + " s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return strconv.Itoa(h) + " h"
+		}
+		return strconv.Itoa(h) + " h " + strconv.Itoa(m) + " min"
+	}
+	days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
+	return strconv.Itoa(days) + " days " + strconv.Itoa(h) + " h"
+}
+
+// stepsWords counts a run's steps and acts: "2 of 3 steps, 1 act". total
+// is how many steps its plan has, zero when that is not known.
+func stepsWords(r runtime.RunRecord, total int) string {
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(r.Steps))
+	if total > 0 {
+		b.WriteString(" of " + strconv.Itoa(total))
+		b.WriteString(countNoun(total, " step", " steps"))
+	} else {
+		b.WriteString(countNoun(r.Steps, " step", " steps"))
+	}
+	b.WriteString(", " + strconv.Itoa(r.Actuations) + countNoun(r.Actuations, " act", " acts"))
+	return b.String()
+}
+
+// countNoun returns the noun for n things: one when n is 1, else many.
+func countNoun(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,232 @@
+package web
+
+import (
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// commandRun finds the run of a command's answer, runRecordID the id of a
+// run's record.
+var (
+	commandRun  = regexp.MustCompile(`"run":"(run-[0-9a-f]+)"`)
+	runRecordID = regexp.MustCompile(`"id":"(run-[0-9a-f]+)"`)
+)
+
+// runsSite is a site with a run of every kind: a command that acted, a
+// plan that completed, one cancelled and one running, a command
+// approved with a rule, and a command waiting for its approval. It
+// returns the runs' ids by name, and the approvals'.
+func runsSite(t *testing.T, o siteOptions) (*site, map[string]string) {
+	t.Helper()
+	o.mode = "interlocked"
+	s := newSite(t, o)
+	ids := map[string]string{}
+	wait := func(name string) {
+		t.Helper()
+		if _, err := s.eng.Wait(t.Context(), ids[name]); err != nil {
+			t.Fatalf("waiting for %s: %v", name, err)
+		}
+	}
+	if _, err := s.eng.Read(t.Context(), "test", "tank-1", "level"); err != nil { // the interlock's reading
+		t.Fatal(err)
+	}
+	b := s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"reason":"fill the tank"}`, 200, "")
+	ids["acted"] = commandRun.FindStringSubmatch(b)[1]
+	b = s.expect("POST", "/api/v1/plans/flush/start", "operator", `{"id":"p-1","reason":"weekly flush"}`, 202, `"plan":"flush"`)
+	ids["flush"] = runRecordID.FindStringSubmatch(b)[1]
+	wait("flush")
+	rec, err := s.eng.StartPlan(t.Context(), runtime.StartPlan{Plan: "soak", Principal: "api:operator", Origin: "api", Reason: "overnight"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids["cancelled"] = rec.ID
+	if err := s.eng.CancelRun(rec.ID, "api:operator", "wrong tank"); err != nil {
+		t.Fatal(err)
+	}
+	wait("cancelled")
+	if rec, err = s.eng.StartPlan(t.Context(), runtime.StartPlan{Plan: "soak", Principal: "console:olga", Origin: "console"}); err != nil {
+		t.Fatal(err)
+	}
+	ids["running"] = rec.ID
+	s.expect("POST", "/api/v1/mode", "admin", `{"mode":"supervised","reason":"a fitter on site"}`, 200, "")
+	b = s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":false,"reason":"drain"}`, 202, "pending_approval")
+	ids["approved"], ids["approved approval"] = commandRun.FindStringSubmatch(b)[1], approvalID.FindStringSubmatch(b)[1]
+	s.expect("POST", "/api/v1/approvals/"+ids["approved approval"], "approver",
+		`{"decision":"approve_and_rule","device":"valve-1","capability":"open","value":false,"rule_for":"30m","reason":"night shift"}`, 200, `"status":"approved"`)
+	wait("approved")
+	b = s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"reason":"fill again"}`, 202, "pending_approval")
+	ids["parked"], ids["parked approval"] = commandRun.FindStringSubmatch(b)[1], approvalID.FindStringSubmatch(b)[1]
+	return s, ids
+}
+
+// runCard returns the card of run id on a Runs page.
+func runCard(t *testing.T, page, id string) string {
+	t.Helper()
+	start := strings.Index(page, `<li class="card run`)
+	for start >= 0 {
+		end := strings.Index(page[start:], "</li>\n")
+		if end < 0 {
+			break
+		}
+		c := page[start : start+end]
+		if strings.Contains(c, `id="run-`+id+`"`) {
+			return c
+		}
+		next := strings.Index(page[start+end:], `<li class="card run`)
+		if next < 0 {
+			break
+		}
+		start += end + next
+	}
+	t.Fatalf("no card of run %s on the page:\n%s", id, page)
+	return ""
+}
+
+// TestRunsPageSaysWhatEachRunDid: every run's card says, in words, what
+// it is, who started it from where and why, when, how long it took or
+// has run, its steps and acts, how it ended and why, and links to its
+// approvals and to its events in the journal; only a run not ended
+// offers a Cancel, and only to an operator.
+func TestRunsPageSaysWhatEachRunDid(t *testing.T) {
+	s, ids := runsSite(t, siteOptions{})
+	op := s.browser()
+	if code := op.login("olga", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, page, _ := op.page("/runs")
+	recs := map[string]runtime.RunRecord{}
+	for _, r := range s.eng.Runs() {
+		recs[r.ID] = r
+	}
+	for _, tc := range []struct {
+		name   string
+		want   []string
+		cancel bool
+	}{
+		{"acted", []string{`<span class="run-state good">Completed</span>`, "A single command", "by api:operator from the API",
+			"“fill the tank”", "took ", "1 of 1 step, 1 act", "every step done",
+			`href="/journal?kind=invoked%2crefused%2cfailed%2capproval_requested%2capproval_answered%2capproval_expired%2cacted&amp;device=valve-1"`}, false},
+		{"flush", []string{"Completed", "Plan flush", "“weekly flush”", "1 of 1 step, 0 acts", "%2cacted%2cobserved&amp;device=tank-1"}, false},
+		{"cancelled", []string{`<span class="run-state warn">Cancelled</span>`, "Plan soak", "“overnight”", "cancelled by api:operator",
+			"wrong tank"}, false},
+		{"running", []string{`<span class="run-state">Running</span>`, "by console:olga from the console", "none given", "running for ",
+			`href="/journal?kind=started%2cinvoked`}, true},
+		{"approved", []string{"Completed", "“drain”", `<a href="/approvals#answered-` + ids["approved approval"] + `">Approval ` +
+			ids["approved approval"] + `</a>: approved`, "1 of 1 step, 1 act"}, false},
+		{"parked", []string{`<span class="run-state warn">Waiting for an approval</span>`, "open for ", "0 of 1 step, 0 acts",
+			`<a href="/approvals#approval-` + ids["parked approval"] + `">Approval ` + ids["parked approval"] + `</a>: waiting for an answer`}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := runCard(t, page, ids[tc.name])
+			rec := recs[ids[tc.name]]
+			want := append(tc.want, "<dt>Started</dt><dd>"+string(timeElement(rec.StartedAt)))
+			if rec.Status == runtime.RunEnded {
+				want = append(want, "ended "+string(timeElement(rec.EndedAt)), "<dt>Why it ended</dt>")
+			}
+			for _, w := range want {
+				if !strings.Contains(c, w) {
+					t.Errorf("the card of the %s run does not say %q:\n%s", tc.name, w, c)
+				}
+			}
+			form := `<form method="post" action="/runs/` + ids[tc.name] + `/cancel"`
+			if got := strings.Contains(c, form) && strings.Contains(c, `aria-label="Cancel run `+ids[tc.name]+`"`); got != tc.cancel {
+				t.Errorf("the card of the %s run offers a cancel: %v, want %v", tc.name, got, tc.cancel)
+			}
+			for _, code := range []string{">ended<", ">parked<", "lease_exhausted", "approve_and_rule", ">api<"} {
+				if strings.Contains(c, code) {
+					t.Errorf("the card of the %s run shows the code word %q", tc.name, code)
+				}
+			}
+		})
+	}
+	if !strings.Contains(page, `<h2 id="runs-h">6 runs, newest first</h2>`) {
+		t.Errorf("the list does not say how many runs it shows:\n%s", page)
+	}
+	viewer := s.browser()
+	if code := viewer.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	if _, page, _ := viewer.page("/runs"); strings.Contains(page, "/cancel") || !strings.Contains(page, ids["parked"]) {
+		t.Errorf("a viewer is offered a cancel, or sees no runs:\n%s", page)
+	}
+}
+
+// TestRunsPageFilters: the filters keep their labels, say what the list
+// is filtered by (a value the form does not list included), and narrow
+// the list; the list shows the newest runsShown and says how many pass.
+func TestRunsPageFilters(t *testing.T) {
+	s, ids := runsSite(t, siteOptions{})
+	b := s.browser()
+	if code := b.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, page, _ := b.page("/runs?status=cancelled&origin=api")
+	for _, want := range []string{`<label for="r-plan">Plan</label>`, `<label for="r-status">Status or end</label>`, `<label for="r-origin">Origin</label>`,
+		`<option value="cancelled" selected>Cancelled</option>`, `<option value="api" selected>The API</option>`,
+		`<h2 id="runs-h">1 run that passes the filter, newest first</h2>`, `<a href="/runs">Show every run</a>`, ids["cancelled"]} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/runs?status=cancelled&origin=api has no %q:\n%s", want, page)
+		}
+	}
+	for _, other := range []string{ids["running"], ids["acted"], ids["parked"]} {
+		if strings.Contains(page, other) {
+			t.Errorf("/runs?status=cancelled&origin=api shows run %s", other)
+		}
+	}
+	_, page, _ = b.page("/runs?plan=nightly")
+	for _, want := range []string{`<option value="nightly" selected>nightly</option>`, `<h2 id="runs-h">No run passes the filter</h2>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/runs?plan=nightly has no %q:\n%s", want, page)
+		}
+	}
+	for i := range runsShown {
+		s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level","id":"r-`+strconv.Itoa(i)+`"}`, 200, "")
+	}
+	_, page, _ = b.page("/runs")
+	want := `<h2 id="runs-h">The newest ` + strconv.Itoa(runsShown) + ` of ` + strconv.Itoa(6+runsShown) + ` runs, newest first</h2>`
+	if n := strings.Count(page, `<li class="card run`); n != runsShown || !strings.Contains(page, want) {
+		t.Errorf("/runs shows %d runs, want %d, under %q:\n%s", n, runsShown, want, page)
+	}
+}
+
+func TestRunWords(t *testing.T) {
+	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name              string
+		rec               runtime.RunRecord
+		total             int
+		now               time.Time
+		state, took, step string
+	}{
+		{"running", runtime.RunRecord{Status: runtime.RunRunning, StartedAt: start, Steps: 2, Actuations: 1}, 3,
+			start.Add(3*time.Minute + 20*time.Second), "Running", "running for 3 min 20 s", "2 of 3 steps, 1 act"},
+		{"parked", runtime.RunRecord{Status: runtime.RunParked, StartedAt: start, Steps: 1}, 1,
+			start.Add(2 * time.Hour), "Waiting for an approval", "open for 2 h, parked now", "1 of 1 step, 0 acts"},
+		{"completed", runtime.RunRecord{Status: runtime.RunEnded, End: runtime.EndCompleted, StartedAt: start,
+			EndedAt: start.Add(40 * time.Second), Steps: 3, Actuations: 2}, 3, start.Add(time.Hour), "Completed", "took 40 s", "3 of 3 steps, 2 acts"},
+		{"lease", runtime.RunRecord{Status: runtime.RunEnded, End: runtime.EndLeaseExhausted, StartedAt: start,
+			EndedAt: start.Add(25 * time.Minute), Steps: 1}, 0, start.Add(time.Hour), "Stopped: its lease ran out", "took 25 min", "1 step, 0 acts"},
+		{"refused", runtime.RunRecord{Status: runtime.RunEnded, End: runtime.EndRefused, StartedAt: start,
+			EndedAt: start.Add(300 * time.Millisecond)}, 2, start.Add(time.Hour), "Refused", "took under a second", "0 of 2 steps, 0 acts"},
+		{"long", runtime.RunRecord{Status: runtime.RunRunning, StartedAt: start}, 1, start.Add(50 * time.Hour), "Running",
+			"running for 2 days 2 h", "0 of 1 step, 0 acts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if state, _, _ := runState(tc.rec); state != tc.state {
+				t.Errorf("runState = %q, want %q", state, tc.state)
+			}
+			if got := tookWords(tc.rec, tc.now); got != tc.took {
+				t.Errorf("tookWords = %q, want %q", got, tc.took)
+			}
+			if got := stepsWords(tc.rec, tc.total); got != tc.step {
+				t.Errorf("stepsWords = %q, want %q", got, tc.step)
+			}
+		})
+	}
+}
