@@ -231,7 +231,9 @@ func formError(c echo.Context, to string, err error) error {
 }
 
 type overview struct {
-	Mode      runtime.ModeRecord
+	Mode runtime.ModeRecord
+	// ModeBy says who put the mode in force, in words.
+	ModeBy    string
 	Alarms    runtime.AlarmCounts
 	Health    string
 	Ready     bool
@@ -247,6 +249,7 @@ func (s *Server) overviewPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	o := overview{Mode: s.eng.Mode(ctx), Alarms: s.alarmCounts(), Pending: len(s.eng.Approvals()), Locks: s.eng.Locks(), Ready: true,
 		Health: "journal writable, every step witnessed", LastEvent: s.eng.LastSeq()}
+	o.ModeBy = modeByWords(o.Mode.By)
 	if pe := s.witness.of(s.log, s.eng.Healthy()); pe != nil {
 		o.Ready, o.Health = false, pe.Error()
 	}
@@ -349,10 +352,7 @@ func (s *Server) commandForm(c echo.Context) error {
 }
 
 func (s *Server) policyPage(c echo.Context) error {
-	ctx := c.Request().Context()
-	return s.page(c, "policy", "Policy",
-		map[string]any{"Mode": s.eng.Mode(ctx), "Modes": s.eng.Modes(), "Rules": s.eng.Rules(), "Locks": s.eng.Locks(),
-			"Pending": s.eng.Approvals()})
+	return s.page(c, "policy", "Policy", s.policyData(c.Request().Context()))
 }
 
 func (s *Server) modeForm(c echo.Context) error {

@@ -1,12 +1,15 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/shadowgate/shadowgate/runtime"
 )
@@ -228,5 +231,72 @@ func TestRunWords(t *testing.T) {
 				t.Errorf("stepsWords = %q, want %q", got, tc.step)
 			}
 		})
+	}
+}
+
+// TestRunsPolicyOverviewLook looks at the Runs, Policy and Overview pages
+// with a run of every kind, a rule in force, a long unbroken reason and
+// every number of the Overview shown, at desk and phone size, light and
+// dark: every tap target is at least 44×44 px, nothing reaches past its
+// container or the viewport, axe-core finds nothing serious, and on a
+// phone the runs are cards one above the other, each the list's width,
+// with each fact's name above its value.
+func TestRunsPolicyOverviewLook(t *testing.T) {
+	s, _ := runsSite(t, siteOptions{options: func(o *Options) {
+		o.MQTTStats = func() MQTTStats { return MQTTStats{Clients: 1, DeniedPublishes: 2, FailedLogins: 1} }
+		o.UplinkStats = func() UplinkStats {
+			return UplinkStats{Configured: true, Backlog: 12, BacklogBytes: 34567, Sent: 1, Dropped: 0, Broker: "mqtts://upstream.example:8883"}
+		}
+	}})
+	if _, err := s.eng.StartPlan(t.Context(), runtime.StartPlan{Plan: "flush", Principal: "mqtt:line-7-supervisor-terminal", Origin: "mqtt",
+		Reason: "flushing-tank-1-after-the-night-shift-found-sediment-in-the-outlet-filter-and-reported-it"}); err != nil {
+		t.Fatal(err)
+	}
+	axe := axeScript(t)
+	if axe == "" {
+		t.Log("axe-core is not installed (SHADOWGATE_AXE=axe.min.js): the accessibility audit is skipped")
+	}
+	dir := t.TempDir()
+	b := newBrowser(t, s.srv.URL)
+	b.login("adam", "/")
+	for _, vp := range viewports {
+		for _, scheme := range schemes {
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.setScheme(scheme)
+			for _, page := range []string{"/runs", "/policy", "/"} {
+				where := page + " (" + vp.name + ", " + scheme + ")"
+				b.do(where, chromedp.Navigate(b.base+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
+				b.checkScheme(where, scheme)
+				b.lookAt(t, where, page, axe, dir, vp.name, scheme)
+			}
+			b.do("the runs", chromedp.Navigate(b.base+"/runs"), chromedp.WaitVisible(chromedp.CSS("main h1")))
+			var cards struct {
+				N, Lefts, Narrow, Beside int
+			}
+			// Cards: how many, at how many left edges, how many narrower
+			// than the list, and how many facts sit beside their names.
+			js := `JSON.stringify((() => {
+				const list = document.querySelector("ol.runs").getBoundingClientRect();
+				const cards = [...document.querySelectorAll("li.run")].map(c => c.getBoundingClientRect());
+				const beside = [...document.querySelectorAll("li.run dd")].filter(d => {
+					const dt = d.previousElementSibling.getBoundingClientRect(), r = d.getBoundingClientRect();
+					return r.top < dt.bottom - 1;
+				}).length;
+				return {N: cards.length, Lefts: new Set(cards.map(r => Math.round(r.left))).size,
+					Narrow: cards.filter(r => r.width < list.width - 1).length, Beside: beside};
+			})())`
+			if err := json.Unmarshal([]byte(eval[string](b, js)), &cards); err != nil {
+				t.Fatal(err)
+			}
+			if cards.N != 7 {
+				t.Errorf("/runs (%s, %s) shows %d runs, want 7", vp.name, scheme, cards.N)
+			}
+			if vp.name == "phone" && (cards.Lefts != 1 || cards.Narrow != 0 || cards.Beside != 0) {
+				t.Errorf("/runs on a phone (%s): %+v, want one column of cards the list's width, names above values", scheme, cards)
+			}
+			if vp.name == "desk" && cards.Lefts < 2 {
+				t.Errorf("/runs at a desk (%s): %+v, want the cards side by side", scheme, cards)
+			}
+		}
 	}
 }
