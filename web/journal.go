@@ -70,11 +70,14 @@ type journalRow struct {
 }
 
 type journalData struct {
-	Rows     []journalRow
-	Kind     string
-	Kinds    []kindOption
-	Device   string
-	Readings bool
+	Rows   []journalRow
+	Kind   string
+	Kinds  []kindOption
+	Device string
+	// Run, if set, keeps the events of one run; AllRuns is the page
+	// without it.
+	Run, AllRuns string
+	Readings     bool
 	// Range says which sequences the page searched and what it shows.
 	Range string
 	// Older and Newer are the links to the next pages, "" when none.
@@ -89,6 +92,7 @@ type journalData struct {
 type journalQuery struct {
 	kinds    []string
 	device   string
+	run      string
 	readings bool
 	// before, if set, bounds the page from above (exclusive); after, if
 	// set, from below (exclusive). At most one is set; neither is the
@@ -98,7 +102,7 @@ type journalQuery struct {
 }
 
 func (q *journalQuery) keep(ev *runtime.Event) bool {
-	if q.device != "" && ev.Device != q.device {
+	if q.device != "" && ev.Device != q.device || q.run != "" && ev.Run != q.run {
 		return false
 	}
 	if len(q.kinds) > 0 {
@@ -117,6 +121,9 @@ func (q *journalQuery) link(bound string, seq uint64) string {
 	if q.device != "" {
 		v.Set("device", q.device)
 	}
+	if q.run != "" {
+		v.Set("run", q.run)
+	}
 	if q.readings {
 		v.Set("readings", "1")
 	}
@@ -131,7 +138,8 @@ func (q *journalQuery) link(bound string, seq uint64) string {
 
 // journalParams reads and checks the page's query.
 func journalParams(c echo.Context, newest uint64) (journalQuery, error) {
-	q := journalQuery{kinds: splitList(c.QueryParam("kind")), device: c.QueryParam("device"), readings: c.QueryParam("readings") == "1"}
+	q := journalQuery{kinds: splitList(c.QueryParam("kind")), device: c.QueryParam("device"), run: c.QueryParam("run"),
+		readings: c.QueryParam("readings") == "1"}
 	for _, name := range []string{"before", "after"} {
 		v, err := numParam(c, name)
 		if err != nil || v == "" {
@@ -163,18 +171,22 @@ func (s *Server) journalPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := journalData{Kind: strings.Join(q.kinds, ","), Device: q.device, Readings: q.readings}
+	d := journalData{Kind: strings.Join(q.kinds, ","), Device: q.device, Run: q.run, Readings: q.readings}
 	d.Kinds = kindOptions(d.Kind)
 	ex := url.Values{}
-	if d.Kind != "" {
-		ex.Set("kind", d.Kind)
-	}
-	if d.Device != "" {
-		ex.Set("device", d.Device)
+	for k, v := range map[string]string{"kind": d.Kind, "device": d.Device, "run": d.Run} {
+		if v != "" {
+			ex.Set(k, v)
+		}
 	}
 	d.Export = "/journal/export"
 	if len(ex) > 0 {
 		d.Export += "?" + ex.Encode()
+	}
+	if q.run != "" {
+		all := q
+		all.run = ""
+		d.AllRuns = all.link("", 0)
 	}
 	if c.QueryParam("verify") == "1" && s.opts.Verify != nil {
 		rep, err := s.opts.Verify(ctx)
@@ -360,7 +372,7 @@ func (pg *journalPageRead) describe(q *journalQuery) string {
 		return pg.none + held
 	}
 	what := "events"
-	if len(q.kinds) > 0 || q.device != "" {
+	if len(q.kinds) > 0 || q.device != "" || q.run != "" {
 		what = "matching events"
 	} else if !q.readings {
 		what = "events (readings hidden)"
@@ -406,9 +418,10 @@ func indentEvent(ev *runtime.Event) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// exportJournal writes the events that pass the filter as JSON Lines.
+// exportJournal writes the events that pass the filter (kind, device,
+// run) as JSON Lines.
 func (s *Server) exportJournal(c echo.Context) error {
-	kinds, device := splitList(c.QueryParam("kind")), c.QueryParam("device")
+	kinds, device, run := splitList(c.QueryParam("kind")), c.QueryParam("device"), c.QueryParam("run")
 	since := uint64(0)
 	v, err := numParam(c, "since")
 	if err != nil {
@@ -437,7 +450,8 @@ func (s *Server) exportJournal(c echo.Context) error {
 	for ; len(evs) > 0; evs, err = s.eng.Events(ctx, since, 1000) {
 		for i := range evs {
 			since = evs[i].Seq
-			if (len(kinds) == 0 || slices.Contains(kinds, string(evs[i].Kind))) && (device == "" || evs[i].Device == device) {
+			if (len(kinds) == 0 || slices.Contains(kinds, string(evs[i].Kind))) && (device == "" || evs[i].Device == device) &&
+				(run == "" || evs[i].Run == run) {
 				if err := enc.Encode(&evs[i]); err != nil {
 					return nil // the client left
 				}

@@ -367,7 +367,7 @@ func (b *browser) journal(path string) journalView {
 }
 
 // noteLinks journals n link events, the last of them synced.
-func (s *site) noteLinks(t *testing.T, n int) {
+func (s *site) noteLinks(t testing.TB, n int) {
 	t.Helper()
 	for i := range n {
 		if _, err := s.eng.Note(t.Context(), runtime.KindLink, "", runtime.LinkBody{Link: "uplink", State: "connected", Why: fmt.Sprint(i)}); err != nil {
@@ -378,7 +378,7 @@ func (s *site) noteLinks(t *testing.T, n int) {
 }
 
 // waitSeq waits until the newest event can be read.
-func (s *site) waitSeq(t *testing.T) {
+func (s *site) waitSeq(t testing.TB) {
 	t.Helper()
 	last := s.eng.LastSeq()
 	deadline := time.Now().Add(10 * time.Second)
@@ -445,6 +445,31 @@ func TestJournalPageSentencesAndFilters(t *testing.T) {
 	code, export, _ := b.page(v.export)
 	if code != http.StatusOK || export != "" {
 		t.Errorf("the export of an odd device = %d %q", code, export)
+	}
+	// One run's events, in the page and in its export.
+	evs, err := s.eng.Events(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run string
+	var ofRun []uint64
+	for _, ev := range evs {
+		if ev.Kind == runtime.KindRefused {
+			run = ev.Run
+		}
+	}
+	for _, ev := range evs {
+		if run != "" && ev.Run == run {
+			ofRun = append([]uint64{ev.Seq}, ofRun...)
+		}
+	}
+	v = b.journal("/journal?run=" + url.QueryEscape(run))
+	if run == "" || !slices.Equal(v.seqs, ofRun) || !strings.Contains(v.body, "Only the events of run "+run) {
+		t.Errorf("run=%s shows %v, want %v", run, v.seqs, ofRun)
+	}
+	code, export, _ = b.page(v.export)
+	if n := strings.Count(export, "\n"); code != http.StatusOK || n != len(ofRun) || !strings.Contains(v.export, "run="+run) {
+		t.Errorf("the export of run %s (%s) = %d, %d events, want %d", run, v.export, code, n, len(ofRun))
 	}
 	// A chosen kind stays chosen.
 	if !strings.Contains(b.journal("/journal?kind=alarm").body, `<option value="alarm" selected>`) {
@@ -543,5 +568,30 @@ func TestJournalBadQuery(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(html.UnescapeString(body), `query "`+tc.name+`"`) {
 			t.Errorf("GET /journal?%s = %d %.300s; want 400 naming %s", tc.query, code, body, tc.name)
 		}
+	}
+}
+
+// BenchmarkJournalPage serves pages of a journal of 20,000 events: the
+// newest page, a page deep in it, and a filter that matches nothing,
+// which reads at most journalScan events, not the journal.
+func BenchmarkJournalPage(b *testing.B) {
+	s := newSite(b, siteOptions{})
+	s.noteLinks(b, 20_000)
+	br := s.browser()
+	if code := br.login("vera", "password-1"); code != http.StatusSeeOther {
+		b.Fatalf("login = %d", code)
+	}
+	for _, tc := range []struct{ name, page string }{
+		{"newest", "/journal"}, {"deep", "/journal?before=1000"}, {"no match", "/journal?kind=alarm"},
+	} {
+		page := tc.page
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if code, _, _ := br.page(page); code != http.StatusOK {
+					b.Fatalf("GET %s = %d", page, code)
+				}
+			}
+		})
 	}
 }
