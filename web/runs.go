@@ -75,8 +75,9 @@ type runView struct {
 	State, Tone string
 	// Ended is true once the run ended: it can no longer be cancelled.
 	Ended bool
-	// Via says where the run came from: "the console", "MQTT".
-	Via string
+	// By is who started the run, or "" when Via says it all (the
+	// schedule); Via says where it came from: "the console", "MQTT".
+	By, Via string
 	// Took is how long it ran, or runs: "took 2 s", "running for 3 min".
 	Took string
 	// StepsText counts its steps and acts: "2 of 3 steps, 1 act".
@@ -158,7 +159,10 @@ func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans [
 	}
 	out := make([]runView, 0, len(runs))
 	for _, r := range runs {
-		v := runView{RunRecord: r, Via: originWords(r.Origin), Took: tookWords(r, now)}
+		v := runView{RunRecord: r, By: r.Principal, Via: originWords(r.Origin), Took: tookWords(r, now)}
+		if r.Origin == "schedule" && strings.HasPrefix(r.Principal, "schedule:") {
+			v.By = ""
+		}
 		v.State, v.Tone, v.Ended = runState(r)
 		total := 0
 		devs, reads := map[string]bool{}, false

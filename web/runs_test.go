@@ -198,6 +198,28 @@ func TestRunsPageFilters(t *testing.T) {
 	}
 }
 
+// TestRunsPageNamesTheSchedule: a run the schedule started says so once,
+// not as the principal it runs as.
+func TestRunsPageNamesTheSchedule(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "interlocked"})
+	rec, err := s.eng.StartPlan(t.Context(), runtime.StartPlan{Plan: "flush", Principal: "schedule:flush", Origin: "schedule", Reason: "every hour"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.eng.Wait(t.Context(), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	b := s.browser()
+	if code := b.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, page, _ := b.page("/runs")
+	c := runCard(t, page, rec.ID)
+	if want := string(timeElement(rec.StartedAt)) + " by the schedule</dd>"; !strings.Contains(c, want) || strings.Contains(c, "schedule:flush") {
+		t.Errorf("the card of a scheduled run does not say %q, or names schedule:flush:\n%s", want, c)
+	}
+}
+
 func TestRunWords(t *testing.T) {
 	start := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
