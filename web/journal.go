@@ -108,7 +108,8 @@ func (q *journalQuery) keep(ev *runtime.Event) bool {
 	if len(q.kinds) > 0 {
 		return slices.Contains(q.kinds, string(ev.Kind))
 	}
-	return q.readings || !slices.Contains(readingKinds, string(ev.Kind))
+	// A run's readings are its steps: few, and part of what it did.
+	return q.readings || q.run != "" || !slices.Contains(readingKinds, string(ev.Kind))
 }
 
 // link returns the page's address with the bound given ("before" or

@@ -471,6 +471,16 @@ func TestJournalPageSentencesAndFilters(t *testing.T) {
 	if n := strings.Count(export, "\n"); code != http.StatusOK || n != len(ofRun) || !strings.Contains(v.export, "run="+run) {
 		t.Errorf("the export of run %s (%s) = %d, %d events, want %d", run, v.export, code, n, len(ofRun))
 	}
+	// A run's readings are its steps, shown without asking.
+	out := s.expect("POST", "/api/v1/plans/flush/start", "operator", `{"id":"j-1"}`, 202, `"plan":"flush"`)
+	flush := regexp.MustCompile(`run-[0-9a-f]+`).FindString(out)
+	if _, err := s.eng.Wait(t.Context(), flush); err != nil {
+		t.Fatal(err)
+	}
+	s.waitSeq(t)
+	if v := b.journal("/journal?run=" + flush); !strings.Contains(v.body, "tank-1.level read") || len(v.seqs) != 3 {
+		t.Errorf("the events of run %s (%v) do not show its reading", flush, v.seqs)
+	}
 	// A chosen kind stays chosen.
 	if !strings.Contains(b.journal("/journal?kind=alarm").body, `<option value="alarm" selected>`) {
 		t.Error("the kind chosen is not selected")
