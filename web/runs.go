@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"time"
@@ -19,15 +18,6 @@ const runsShown = 25
 // approvalsAnswered is how many answered approvals the Approvals page
 // shows (approvalsPage): a run links only to the cards found there.
 const approvalsAnswered = 10
-
-// runKinds are the kinds of event a run records. runDeviceKinds are those
-// of them that carry a device: a journal filtered by device shows only
-// these (and "observed", for a run that reads, whose readings are among
-// the device's others).
-const (
-	runKinds       = "started,invoked,refused,failed,approval_requested,approval_answered,approval_expired,acted,ended"
-	runDeviceKinds = "invoked,refused,failed,approval_requested,approval_answered,approval_expired,acted"
-)
 
 // runsData is the Runs page: the plans a person may start, the filters
 // as given, and the runs that pass them.
@@ -85,9 +75,6 @@ type runView struct {
 	// Approvals are the approvals the run asked for that the engine still
 	// holds, newest first.
 	Approvals []runApproval
-	// Device is the one device the run concerns, if it is known to be
-	// one; JournalKinds are the kinds its journal link filters.
-	Device, JournalKinds string
 }
 
 // runApproval is an approval of a run and where a person finds it.
@@ -117,7 +104,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	if len(runs) > runsShown {
 		runs = runs[:runsShown]
 	}
-	d.Runs = s.runViews(c.Request().Context(), runs, d.Plans)
+	d.Runs = s.runViews(runs, d.Plans)
 	return s.page(c, "runs", "Runs", d)
 }
 
@@ -137,9 +124,8 @@ func (s *Server) cancelForm(c echo.Context) error {
 	return back(c, "/runs", "Cancelled "+c.Param("id")+".")
 }
 
-// runViews puts runs in words, with their approvals and the device each
-// concerns, if one.
-func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans []runtime.Plan) []runView {
+// runViews puts runs in words, with their approvals.
+func (s *Server) runViews(runs []runtime.RunRecord, plans []runtime.Plan) []runView {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -164,32 +150,14 @@ func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans [
 			v.By = ""
 		}
 		v.State, v.Tone, v.Ended = runState(r)
-		total := 0
-		devs, reads := map[string]bool{}, false
 		if r.Plan == "command" {
-			v.What, total = "A single command", 1
-			if r.RequestID != "" {
-				// A command's act is keyed by its principal and request id.
-				if at, ok, err := s.eng.Attempt(ctx, r.Principal+"/"+r.RequestID); err == nil && ok {
-					devs[at.Device] = true
-				}
-			}
+			v.What, v.StepsText = "A single command", stepsWords(r, 1)
 		} else {
-			v.What, total = "Plan "+r.Plan, len(steps[r.Plan])
-			for _, st := range steps[r.Plan] {
-				if st.Device != "" {
-					devs[st.Device] = true
-				}
-				reads = reads || st.Op == runtime.OpRead
-			}
+			v.What, v.StepsText = "Plan "+r.Plan, stepsWords(r, len(steps[r.Plan]))
 		}
-		v.StepsText = stepsWords(r, total)
 		for _, a := range byRun[r.ID] {
 			if a.Run == "" {
 				continue
-			}
-			if a.Device != "" {
-				devs[a.Device] = true
 			}
 			ra := runApproval{ID: a.ID, Status: approvalWords(a.Status)}
 			if a.Status == runtime.ApprovalPending {
@@ -198,16 +166,6 @@ func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans [
 				ra.Anchor = "answered-" + a.ID
 			}
 			v.Approvals = append(v.Approvals, ra)
-		}
-		v.JournalKinds = runKinds
-		if len(devs) == 1 {
-			for d := range devs {
-				v.Device, v.JournalKinds = d, runDeviceKinds
-				if reads {
-					// Its readings are among the device's others.
-					v.JournalKinds += ",observed"
-				}
-			}
 		}
 		out = append(out, v)
 	}

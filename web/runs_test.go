@@ -114,12 +114,12 @@ func TestRunsPageSaysWhatEachRunDid(t *testing.T) {
 	}{
 		{"acted", []string{`<span class="run-state good">Completed</span>`, "A single command", "by api:operator from the API",
 			"“fill the tank”", "took ", "1 of 1 step, 1 act", "every step done",
-			`href="/journal?kind=invoked%2crefused%2cfailed%2capproval_requested%2capproval_answered%2capproval_expired%2cacted&amp;device=valve-1"`}, false},
-		{"flush", []string{"Completed", "Plan flush", "“weekly flush”", "1 of 1 step, 0 acts", "%2cacted%2cobserved&amp;device=tank-1"}, false},
+			`href="/journal?run=` + ids["acted"] + `"`}, false},
+		{"flush", []string{"Completed", "Plan flush", "“weekly flush”", "1 of 1 step, 0 acts", `href="/journal?run=` + ids["flush"] + `"`}, false},
 		{"cancelled", []string{`<span class="run-state warn">Cancelled</span>`, "Plan soak", "“overnight”", "cancelled by api:operator",
 			"wrong tank"}, false},
 		{"running", []string{`<span class="run-state">Running</span>`, "by console:olga from the console", "none given", "running for ",
-			`href="/journal?kind=started%2cinvoked`}, true},
+			`href="/journal?run=` + ids["running"] + `"`}, true},
 		{"approved", []string{"Completed", "“drain”", `<a href="/approvals#answered-` + ids["approved approval"] + `">Approval ` +
 			ids["approved approval"] + `</a>: approved`, "1 of 1 step, 1 act"}, false},
 		{"parked", []string{`<span class="run-state warn">Waiting for an approval</span>`, "open for ", "0 of 1 step, 0 acts",
@@ -147,6 +147,11 @@ func TestRunsPageSaysWhatEachRunDid(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A run's journal link shows its events, and no other run's.
+	_, journal, _ := op.page("/journal?run=" + ids["acted"])
+	if n := strings.Count(journal, `<tr id="ev-`); n < 3 || strings.Count(journal, ids["acted"]) < n || strings.Contains(journal, ids["approved"]) {
+		t.Errorf("the journal of run %s shows %d of its events (want its start, act and end), or another run's:\n%s", ids["acted"], n, journal)
 	}
 	if !strings.Contains(page, `<h2 id="runs-h">6 runs, newest first</h2>`) {
 		t.Errorf("the list does not say how many runs it shows:\n%s", page)
