@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // commandRun finds the run of a command's answer, runRecordID the id of a
@@ -262,14 +265,25 @@ func TestRunWords(t *testing.T) {
 }
 
 // TestRunsPolicyOverviewLook looks at the Runs, Policy and Overview pages
-// with a run of every kind, a rule in force, a long unbroken reason and
-// every number of the Overview shown, at desk and phone size, light and
+// with a run of every kind, a rule in force, a locked actuator, a long
+// unbroken reason and every number of the Overview shown, at desk and
+// phone size, light and
 // dark: every tap target is at least 44×44 px, nothing reaches past its
 // container or the viewport, axe-core finds nothing serious, and on a
 // phone the runs are cards one above the other, each the list's width,
 // with each fact's name above its value.
 func TestRunsPolicyOverviewLook(t *testing.T) {
-	s, _ := runsSite(t, siteOptions{options: func(o *Options) {
+	s, _ := runsSite(t, siteOptions{prepare: func(j *journal.DB) {
+		// An act on the pump cut short: its outcome is unknown.
+		a := runtime.Attempt{Key: "mqtt:x/1", ID: "act-cut-short", Device: "pump-1", Capability: "on", Value: value.Bool(true), Updated: time.Now()}
+		for _, st := range []runtime.AttemptState{runtime.AttemptStaged, runtime.AttemptAuthorized, runtime.AttemptExecuting} {
+			a.State = st
+			rec := a
+			if _, err := j.Commit(context.Background(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindInvoked}, Durability: runtime.Sync, Attempt: &rec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, options: func(o *Options) {
 		o.MQTTStats = func() MQTTStats { return MQTTStats{Clients: 1, DeniedPublishes: 2, FailedLogins: 1} }
 		o.UplinkStats = func() UplinkStats {
 			return UplinkStats{Configured: true, Backlog: 12, BacklogBytes: 34567, Sent: 1, Dropped: 0, Broker: "mqtts://upstream.example:8883"}
@@ -294,6 +308,9 @@ func TestRunsPolicyOverviewLook(t *testing.T) {
 				where := page + " (" + vp.name + ", " + scheme + ")"
 				b.do(where, chromedp.Navigate(b.base+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
 				b.checkScheme(where, scheme)
+				if page != "/runs" && !eval[bool](b, `document.querySelector("main section.bad-border") !== null`) {
+					t.Errorf("%s shows no locked actuator", where)
+				}
 				b.lookAt(t, where, page, axe, dir, vp.name, scheme)
 			}
 			b.do("the runs", chromedp.Navigate(b.base+"/runs"), chromedp.WaitVisible(chromedp.CSS("main h1")))
