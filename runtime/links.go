@@ -35,6 +35,20 @@ func (l *links) why(device string) error {
 	return l.lost[device]
 }
 
+// Lost returns, by id, the devices that were online and are lost now,
+// with why, as their drivers told it.
+func (e *Engine) Lost() map[string]string {
+	e.links.mu.Lock()
+	defer e.links.mu.Unlock()
+	out := make(map[string]string, len(e.links.lost))
+	for id, why := range e.links.lost {
+		if _, online := e.reg.Lookup(id); !online {
+			out[id] = why.Error()
+		}
+	}
+	return out
+}
+
 // DeviceWhy says why a configured device is not online, as its driver
 // told or tells it, or nil when it is online or nobody knows. A device
 // that was never online is asked of every driver that can say.

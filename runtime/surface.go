@@ -127,6 +127,23 @@ func (e *Engine) Interlocks(device, capability string) []governance.Condition {
 	return nil
 }
 
+// Policy returns a copy of the governance of "device.capability", and
+// false when the configuration gives it none.
+func (e *Engine) Policy(device, capability string) (CapPolicy, bool) {
+	p := e.conf().policies[ref(device, capability)]
+	if p == nil {
+		return CapPolicy{}, false
+	}
+	out := *p
+	out.Interlocks, out.While = slices.Clone(p.Interlocks), slices.Clone(p.While)
+	if p.Envelope != nil {
+		env := *p.Envelope
+		env.Allowed = slices.Clone(env.Allowed)
+		out.Envelope = &env
+	}
+	return out, true
+}
+
 // Facts returns the latest readings as the judge sees them.
 func (e *Engine) Facts() governance.Facts { return &e.facts }
 

@@ -302,6 +302,8 @@ type conditionView struct {
 	Reading   *devices.Reading `json:"reading,omitempty"`
 	Age       string           `json:"age"`
 	Holds     bool             `json:"holds"`
+	// Unit is the sensor's unit, if it has one.
+	Unit string `json:"unit,omitempty"`
 	// Why says why it does not hold: no reading, a bad or stale one, or
 	// a value on the wrong side.
 	Why string `json:"why,omitempty"`
@@ -317,6 +319,12 @@ type approvalView struct {
 	// Act says what came of an approved act, in words: acted and
 	// confirmed or contradicted, refused at the act and why.
 	Act *actView `json:"act,omitempty"`
+	// Foresight is what a pending act would meet, approved now: a
+	// request the mode or an interlock would now refuse says so.
+	Foresight *runtime.Foresight `json:"foresight,omitempty"`
+	// Area and Unit place the act and give its value's unit.
+	Area string `json:"area,omitempty"`
+	Unit string `json:"unit,omitempty"`
 }
 
 func (s *Server) approvalView(ctx context.Context, a runtime.Approval) approvalView {
@@ -324,6 +332,11 @@ func (s *Server) approvalView(ctx context.Context, a runtime.Approval) approvalV
 	v := approvalView{Approval: a, ExpiresIn: a.Expires.Sub(now).Round(time.Second).String()}
 	for _, cond := range s.eng.Interlocks(a.Device, a.Capability) {
 		cv := conditionView{Condition: cond.String(), Sensor: cond.Sensor, Age: "never read"}
+		if dev, cp, ok := strings.Cut(cond.Sensor, "."); ok {
+			if _, c, ok := s.eng.Capability(dev, cp); ok {
+				cv.Unit = c.Unit
+			}
+		}
 		if rd, ok := s.eng.Reading(cond.Sensor); ok && !rd.At.IsZero() {
 			r := rd
 			cv.Reading, cv.Age = &r, age(now.Sub(rd.At))
@@ -331,6 +344,12 @@ func (s *Server) approvalView(ctx context.Context, a runtime.Approval) approvalV
 		// The judge's own test, so the person sees what the act will meet.
 		cv.Holds, cv.Why = cond.Eval(s.eng.Facts(), now)
 		v.Conditions = append(v.Conditions, cv)
+	}
+	if d, c, ok := s.eng.Capability(a.Device, a.Capability); ok {
+		v.Area, v.Unit = d.Area, c.Unit
+	}
+	if f, ok := s.eng.Foresee(a.ID); ok {
+		v.Foresight = &f
 	}
 	if a.Status != runtime.ApprovalPending && a.Key != "" {
 		if at, ok, err := s.eng.Attempt(ctx, a.Key); err == nil && ok {

@@ -13,8 +13,8 @@ import (
 	"net/url"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -34,7 +34,7 @@ type pages struct {
 	t map[string]*template.Template
 }
 
-var pageNames = []string{"login", "error", "overview", "approvals", "devices", "runs", "journal", "policy", "alarms"}
+var pageNames = []string{"login", "error", "overview", "approvals", "devices", "runs", "journal", "policy", "alarms", "device"}
 
 func loadPages() (*pages, error) {
 	funcs := template.FuncMap{
@@ -50,10 +50,14 @@ func loadPages() (*pages, error) {
 		},
 		"lower": strings.ToLower,
 		"value": valueText,
+		"state": stateText,
+		"cardArgs": func(c deviceCard, p pageData, back string) cardArgs {
+			return cardArgs{Card: c, User: p.User, CSRF: p.CSRF, Back: back}
+		},
 	}
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/card.html", "assets/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console page %s: %w", name, err)
 		}
@@ -82,6 +86,9 @@ type pageData struct {
 	StreamKinds string
 	// Alarms are the counts the header shows to a person logged in.
 	Alarms runtime.AlarmCounts
+	// Status is what every page shows a person logged in: the requests
+	// waiting and the banners.
+	Status *statusView
 	Data   any
 }
 
@@ -109,10 +116,53 @@ func (p *pages) render(c echo.Context, status int, name string, d pageData) erro
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
+// staticFiles are the script and the stylesheet as they are sent: the
+// script without its comment lines and indentation, the stylesheet
+// without its comment lines. The sources keep them for people; a phone
+// on a slow link is not sent them.
+var staticFiles = sync.OnceValue(func() map[string][]byte {
+	out := map[string][]byte{}
+	_ = fs.WalkDir(assets, "assets/static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(assets, p)
+		if err != nil {
+			return err
+		}
+		out[strings.TrimPrefix(p, "assets/static")] = trimAsset(path.Ext(p), b)
+		return nil
+	})
+	return out
+})
+
+// trimAsset drops the comment lines of a script or a stylesheet, and a
+// script's indentation. It drops whole lines only, so nothing that is
+// not a comment can be cut.
+func trimAsset(ext string, b []byte) []byte {
+	if ext != ".js" && ext != ".css" {
+		return b
+	}
+	var out bytes.Buffer
+	for line := range bytes.Lines(b) {
+		t := bytes.TrimSpace(line)
+		switch {
+		case ext == ".js" && bytes.HasPrefix(t, []byte("//")):
+			continue
+		case ext == ".css" && bytes.HasPrefix(t, []byte("/*")) && bytes.HasSuffix(t, []byte("*/")) && bytes.Count(t, []byte("*/")) == 1:
+			continue
+		case ext == ".js":
+			line = bytes.TrimLeft(line, " \t")
+		}
+		out.Write(line)
+	}
+	return out.Bytes()
+}
+
 func (s *Server) static(c echo.Context) error {
 	name := path.Clean("/" + c.Param("*"))
-	b, err := fs.ReadFile(assets, "assets/static"+name)
-	if err != nil {
+	b, ok := staticFiles()[name]
+	if !ok {
 		return problem(http.StatusNotFound, "no such file")
 	}
 	ct := "application/octet-stream"
@@ -134,6 +184,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.GET("/approvals", s.approvalsPage, viewer)
 	g.POST("/approvals/:id", s.answerForm, approver)
 	g.GET("/devices", s.devicesPage, viewer)
+	g.GET("/devices/:id", s.devicePage, viewer)
 	g.POST("/commands", s.commandForm, operator)
 	g.GET("/runs", s.runsPage, viewer)
 	g.POST("/plans/:name/start", s.startForm, operator)
@@ -145,6 +196,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 	g.POST("/rules/:id/revoke", s.revokeForm, admin)
 	g.POST("/attempts/:id/resolve", s.resolveForm, admin)
 	g.GET("/alarms", s.alarmsPage, viewer)
+	g.GET("/status", s.statusPart, viewer)
 	g.POST("/alarms/:id/ack", s.ackForm, operator)
 	g.POST("/alarms/:id/shelve", s.shelveForm, admin)
 }
@@ -152,7 +204,7 @@ func (s *Server) pageRoutes(g *echo.Group) {
 // pageKinds are, by page, the event kinds that refresh its live part.
 var pageKinds = map[string]string{
 	"overview":  "refused,approval_requested,approval_answered,approval_expired,mode_changed,alarm,reconciled,link",
-	"approvals": "approval_requested,approval_answered,approval_expired,acted,refused,failed,ended,observed,alarm",
+	"approvals": "approval_requested,approval_answered,approval_expired,acted,refused,failed,ended,observed,alarm,mode_changed,rule_added,rule_revoked,reconciled,config_changed,device_online,device_offline",
 	"devices":   "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm",
 	"runs":      "started,ended,approval_requested,acted",
 	"journal":   "",
@@ -177,7 +229,7 @@ var streamKinds = func() string {
 
 func (s *Server) page(c echo.Context, name, title string, data any) error {
 	return s.pages.render(c, http.StatusOK, name, pageData{Title: title, User: userOf(c), Kinds: pageKinds[name],
-		StreamKinds: streamKinds, Alarms: s.alarmCounts(), Data: data})
+		StreamKinds: streamKinds, Alarms: s.alarmCounts(), Status: s.status(c.Request().Context(), name), Data: data})
 }
 
 // back redirects to a page with a note for the person.
@@ -319,36 +371,6 @@ func (s *Server) answerForm(c echo.Context) error {
 		return formError(c, "/approvals", err)
 	}
 	return back(c, "/approvals", "Approval "+ap.ID+": "+string(ap.Status)+".")
-}
-
-// devicesData is the Devices page: the drivers' links and the devices.
-type devicesData struct {
-	Drivers []driverHealth
-	Devices []deviceView
-}
-
-func (s *Server) devicesPage(c echo.Context) error {
-	d := devicesData{Drivers: s.driverHealth(c.Request().Context()), Devices: s.deviceViews()}
-	return s.page(c, "devices", "Devices", d)
-}
-
-func (s *Server) commandForm(c echo.Context) error {
-	b := commandBody{Device: c.FormValue("device"), Capability: c.FormValue("capability"), Reason: c.FormValue("reason")}
-	if v := strings.TrimSpace(c.FormValue("value")); v != "" {
-		if !json.Valid([]byte(v)) {
-			v = strconv.Quote(v) // an enum or a string typed without quotes
-		}
-		b.Value = json.RawMessage(v)
-	}
-	r, _, err := s.command(c, b, "console")
-	if err != nil {
-		return formError(c, "/devices", err)
-	}
-	note := b.Device + "." + b.Capability + ": " + r.Outcome
-	if r.Why != "" {
-		note += " — " + r.Why
-	}
-	return back(c, "/devices", note)
 }
 
 func (s *Server) policyPage(c echo.Context) error {

@@ -25,7 +25,7 @@ var viewports = []struct {
 }{{"desk", 1366, 900}, {"phone", 390, 844}}
 
 // consolePages are the pages a person walks through, in the navigation's order.
-var consolePages = []string{"/", "/approvals", "/devices", "/runs", "/journal", "/policy", "/alarms"}
+var consolePages = []string{"/", "/approvals", "/devices", "/devices/tank-1", "/runs", "/journal", "/policy", "/alarms"}
 
 // tlsConsole serves the site's console over TLS, with the server's own
 // Run, until the test ends, and returns its base URL.
@@ -155,6 +155,7 @@ func TestLiveUpdatesKeepWhatWasTyped(t *testing.T) {
 				t.Error("the whole live part is an aria-live region: every update is read out")
 			}
 			b.do("choosing and typing",
+				chromedp.Click(chromedp.CSS(`#approval-`+first+` details.rule-offer summary`)),
 				chromedp.SetValue(chromedp.ID("for-"+first), "8h"),
 				chromedp.Click(chromedp.CSS(`#approval-`+first+` input[name="rule_any_value"]`)),
 				chromedp.SendKeys(chromedp.ID("reason-"+first), "tank checked by hand"))
@@ -166,13 +167,14 @@ func TestLiveUpdatesKeepWhatWasTyped(t *testing.T) {
 			b.poll("the new request", `!!document.getElementById("approval-`+second+`")`)
 			s.g.Adjust(func(st *sim.State) { st.Level = 42.5 })
 			s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
-			b.poll("the interlock's new reading", card+`.querySelector(".conditions").textContent.includes("reading 42.5")`)
+			b.poll("the interlock's new reading", card+`.querySelector(".conditions").textContent.includes("reads 42.5")`)
 			b.shot("live-kept-" + vp.name)
 			for what, js := range map[string]string{
 				"the same card":       card + `.kept === true`,
 				"the rule's duration": `document.getElementById("for-` + first + `").value === "8h"`,
 				"any value":           card + `.querySelector('input[name="rule_any_value"]').checked`,
 				"the reason":          `document.getElementById("reason-` + first + `").value === "tank checked by hand"`,
+				"the opened rule":     card + `.querySelector("details.rule-offer").open`,
 				"the focus":           `document.activeElement === ` + card + `.querySelector('button[value="approve_and_rule"]')`,
 			} {
 				if !eval[bool](b, js) {
@@ -215,7 +217,14 @@ func TestApprovedCardTellsTheAct(t *testing.T) {
 			b.poll("the confirmed act", answered(ok)+`.includes("approved, acted and confirmed")`)
 
 			refused := approve("false")
+			if text := eval[string](b, `document.getElementById("approval-`+refused+`").textContent`); !strings.Contains(text, "approved now, it would act") {
+				t.Errorf("the card of a request its act would allow does not say so:\n%s", text)
+			}
 			s.expect("POST", "/api/v1/mode", "admin", `{"mode":"observe","reason":"looking only"}`, 200, `"name":"observe"`)
+			// The pending card is judged again, before anyone approves it.
+			b.poll("the foresight", `document.querySelector("#approval-`+refused+` .foresight.refuse") !== null &&
+				document.querySelector("#approval-`+refused+` .foresight.refuse").textContent.includes("mode observe does not permit it")`)
+			b.shot("foreseen-refused-" + vp.name)
 			b.do("approving under observe", chromedp.Click(chromedp.CSS("#approval-"+refused+" button.approve")))
 			b.poll("the refusal", answered(refused)+`.includes("approved, refused at the act")`)
 			b.shot("refused-at-the-act-" + vp.name)

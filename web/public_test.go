@@ -165,6 +165,12 @@ func TestInternalErrorsGiveAnIDAndKeepTheDetailInTheLog(t *testing.T) {
 		}
 		expectPublic(t, logs, "readyz", body, "the journal cannot witness")
 	}
+	// Every page says so in a banner at its top.
+	_, page, _ = b.page("/runs")
+	if banner := page[strings.Index(page, `id="banners"`)+1:]; !strings.Contains(page, `id="banners"`) ||
+		!strings.Contains(banner[:strings.Index(banner, "<h1>")], "Nothing acts:</strong> the journal cannot witness") {
+		t.Errorf("the runs page of a gateway whose journal fails has no banner that says nothing acts:\n%s", page)
+	}
 	if n := strings.Count(logs.String(), id); n != 1 {
 		t.Fatalf("the journal's health was logged %d times under %s, want once:\n%s", n, id, logs.String())
 	}

@@ -136,6 +136,8 @@ type Server struct {
 	health healthCache
 	// witness is the engine's health in public words.
 	witness healthNote
+	// hist is the last hour of readings, for the sparklines.
+	hist history
 }
 
 // New builds the server and its routes.

@@ -120,6 +120,20 @@
     }
     p.scrollIntoView({ block: "center" });
   }
+  // A control's outcome is shown by the control: the person sees what
+  // came of the tap where they tapped.
+  function showOutcome(f, text) {
+    var p = f.querySelector("p.outcome[data-client]");
+    if (!p) {
+      p = document.createElement("p");
+      p.className = "outcome";
+      p.setAttribute("role", "status");
+      p.setAttribute("data-client", "");
+      f.appendChild(p);
+    }
+    var at = new Date().toLocaleTimeString(undefined, fmt);
+    p.textContent = at + ": " + text;
+  }
   document.addEventListener("submit", function (e) {
     var f = e.target;
     if (!live || !live.contains(f) || f.method.toLowerCase() !== "post" || !window.fetch) { return; }
@@ -135,11 +149,12 @@
           showError(f, q.get("field"), note || "HTTP " + r.status);
         } else {
           clearErrors(f);
-          showNote(note || "Done.");
+          if (f.hasAttribute("data-outcome")) { showOutcome(f, note || "Done."); } else { showNote(note || "Done."); }
         }
         f.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
         refresh();
         scheduleAlarms();
+        scheduleStatus();
       })
       .catch(function () {
         showError(f, "", "not sent: the gateway cannot be reached.");
@@ -169,6 +184,33 @@
       .catch(function () {});
   }
   function scheduleAlarms() { if (!alarmTimer) { alarmTimer = setTimeout(alarmCounts, 150); } }
+
+  // The count of requests waiting, in the navigation, and the banners:
+  // a mode that asks nobody, a journal that cannot witness. A journal
+  // that fails sends no event, so they are also asked for twice a minute.
+  var statusTimer = null;
+  function status() {
+    statusTimer = null;
+    if (!window.fetch || !document.getElementById("banners")) { return; }
+    fetch("/status?page=" + encodeURIComponent(body.dataset.page || ""), { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) {
+        if (isLogin(r)) { sessionEnded(); return null; }
+        return r.ok ? r.text() : null;
+      })
+      .then(function (html) {
+        if (html === null || ended) { return; }
+        var t = document.createElement("template");
+        t.innerHTML = html;
+        localTimes(t.content);
+        ["banners", "pending-count"].forEach(function (id) {
+          var now = document.getElementById(id), next = t.content.getElementById(id);
+          if (now && next) { update(now, next, []); }
+        });
+      })
+      .catch(function () {});
+  }
+  function scheduleStatus() { if (!statusTimer) { statusTimer = setTimeout(status, 150); } }
+  setInterval(scheduleStatus, 30000);
 
   // A refresh changes only what changed: nodes that match are kept, so a
   // choice made, a reason typed and the focus survive it. A node with an
@@ -269,10 +311,11 @@
     if (m.kind === "bye") { link.textContent = "gateway stopped"; return; }
     if (m.status) {
       link.textContent = m.status;
-      if (m.status === "live") { scheduleAlarms(); }
+      if (m.status === "live") { scheduleAlarms(); scheduleStatus(); }
       return;
     }
     if (m.kind === "alarm") { scheduleAlarms(); }
+    if (/^(approval_|mode_changed$)/.test(m.kind)) { scheduleStatus(); }
     if (kinds.indexOf(m.kind) >= 0) { schedule(); }
   }
   function say(m) {

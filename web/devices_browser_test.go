@@ -1,0 +1,115 @@
+package web
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/shadowgate/shadowgate/drivers/sim"
+)
+
+// TestDeviceCardsInWordsWithControls uses the Devices page as an operator
+// at the pump would, at desk and at phone size: each capability in words
+// with its age, a sparkline of the sensor's hour, a Read now and an
+// ON/OFF control whose outcome is shown where it was tapped, going
+// through governance (a request that waits, then its act confirmed), and
+// the device's own page with its chart and its journal in sentences.
+func TestDeviceCardsInWordsWithControls(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{})
+			for _, level := range []float64{31, 12.5, 47} {
+				s.g.Adjust(func(st *sim.State) { st.Level = level })
+				s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+			}
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.login("olga", "/devices")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			tank, valve := `document.getElementById("device-tank-1")`, `document.getElementById("device-valve-1")`
+			text := eval[string](b, tank+`.textContent`)
+			for _, want := range []string{"level", "47", "read", "3 readings: min 12.5, max 47"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("the tank's card does not say %q:\n%s", want, text)
+				}
+			}
+			// Read within a moment, the three share a column: its lowest
+			// and highest are drawn.
+			if n := eval[int](b, tank+`.querySelector(".spark svg polyline").getAttribute("points").split(" ").length`); n < 2 {
+				t.Errorf("the sparkline has %d points, want the readings' low and high", n)
+			}
+
+			// Read now: the value, where the button is.
+			s.g.Adjust(func(st *sim.State) { st.Level = 61 })
+			b.do("reading now", chromedp.Click(chromedp.CSS(`#device-tank-1 form.control button`)))
+			b.poll("the reading in place", tank+`.querySelector("p.outcome") !== null && `+tank+`.querySelector("p.outcome").textContent.includes("tank-1.level reads 61")`)
+
+			// ON: the valve asks in supervised; the card says a request waits.
+			b.do("switching the valve on", chromedp.Click(chromedp.CSS(`#device-valve-1 .switch button[value="true"]`)))
+			b.poll("the request in place", valve+`.querySelector("p.outcome") !== null && `+valve+`.querySelector("p.outcome").textContent.includes("valve-1.open → ON: waiting for approval")`)
+			b.poll("the request marker", valve+`.textContent.includes("1 request waiting")`)
+			b.poll("the count in the navigation", `document.getElementById("pending-count").textContent.startsWith("1")`)
+			id := approvalID.FindStringSubmatch(s.expect("GET", "/api/v1/approvals", "viewer", "", 200, "valve-1"))[1]
+			s.expect("POST", "/api/v1/approvals/"+id, "approver", `{"decision":"approve","device":"valve-1","capability":"open","value":true}`, 200, "approved")
+			b.poll("the valve on, confirmed", valve+`.textContent.includes("✓ confirmed") && `+valve+`.querySelector('.switch button[value="true"]').getAttribute("aria-pressed") === "true"`)
+			if strings.Contains(eval[string](b, valve+`.textContent`), "request waiting") {
+				t.Error("the valve's card still says a request waits after it was answered")
+			}
+			b.shot("devices-controls-" + vp.name)
+
+			// The device's own page: the longer chart and its journal.
+			b.do("the tank's page", chromedp.Navigate(s.srv.URL+"/devices/tank-1?hours=1"))
+			b.poll("the chart", `document.querySelector("#device-tank-1 .spark svg polyline") !== null`)
+			if h := eval[float64](b, `document.querySelector("#device-tank-1 .spark svg").getBoundingClientRect().height`); h < 120 {
+				t.Errorf("the device page's chart is %v px high", h)
+			}
+			if text := eval[string](b, `document.getElementById("main").textContent`); !strings.Contains(text, "readings: min 12.5, max 61") {
+				t.Errorf("the tank's page does not chart its readings from 12.5 to 61:\n%s", text)
+			}
+			b.shot("device-page-" + vp.name)
+		})
+	}
+}
+
+// TestViewerHasNoControls: a viewer sees the state and no control.
+func TestViewerHasNoControls(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser()
+	b.login("vera", "password-1")
+	_, page, _ := b.page("/devices")
+	if strings.Contains(page, `class="control"`) || !strings.Contains(page, `id="device-valve-1"`) {
+		t.Errorf("a viewer's Devices page has controls, or no valve:\n%s", page)
+	}
+	b = s.browser()
+	b.login("olga", "password-1")
+	_, page, _ = b.page("/devices")
+	if n := strings.Count(page, `class="control"`); n != 2 {
+		t.Errorf("an operator's Devices page has %d controls, want the tank's Read now and the valve's switch", n)
+	}
+}
+
+// TestDevicePageBadInput: an unknown device and a window not offered are
+// clear errors that name what was wrong.
+func TestDevicePageBadInput(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser()
+	b.login("vera", "password-1")
+	for path, want := range map[string]string{
+		"/devices/pump-9":         "no device pump-9 is online",
+		"/devices/tank-1?hours=":  "",
+		"/devices/tank-1?hours=7": `query &#34;hours&#34;: want 1, 6 or 24, not &#34;7&#34;`,
+		"/devices/tank-1?hours=x": `query &#34;hours&#34;: want 1, 6 or 24`,
+	} {
+		code, page, _ := b.page(path)
+		if want == "" {
+			if code != 200 {
+				t.Errorf("%s = %d", path, code)
+			}
+			continue
+		}
+		if code < 400 || !strings.Contains(page, want) {
+			t.Errorf("%s = %d, want an error saying %q:\n%s", path, code, want, page)
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+// fakeLog is a journal of events in memory, one a second from t0.
+type fakeLog struct{ evs []runtime.Event }
+
+func (f *fakeLog) Events(_ context.Context, since uint64, limit int) ([]runtime.Event, error) {
+	if since >= uint64(len(f.evs)) {
+		return nil, nil
+	}
+	out := f.evs[since:]
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (f *fakeLog) LastSeq() uint64 { return uint64(len(f.evs)) }
+
+var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func (f *fakeLog) add(kind runtime.Kind, device, capability string, v value.Value, quality string) {
+	seq := uint64(len(f.evs) + 1)
+	at := t0.Add(time.Duration(seq) * time.Second)
+	body, _ := json.Marshal(runtime.ObservedBody{Device: device, Capability: capability, Value: v, Quality: quality, At: at})
+	f.evs = append(f.evs, runtime.Event{Seq: seq, At: at, Kind: kind, Device: device, Body: body})
+}
+
+func TestSeqAtFindsTheFirstEventAtOrAfter(t *testing.T) {
+	f := &fakeLog{}
+	for range 1000 {
+		f.add(runtime.KindObserved, "tank-1", "level", value.Number(1), "good")
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want uint64
+	}{
+		{t0, 0}, {t0.Add(time.Second), 0}, {t0.Add(2 * time.Second), 1}, {t0.Add(500 * time.Second), 499},
+		{t0.Add(1000 * time.Second), 999}, {t0.Add(2000 * time.Second), 1000},
+	} {
+		if got := seqAt(context.Background(), f, tc.at); got != tc.want {
+			t.Errorf("seqAt(t0+%s) = %d, want %d", tc.at.Sub(t0), got, tc.want)
+		}
+	}
+	if got := seqAt(context.Background(), &fakeLog{}, t0); got != 0 {
+		t.Errorf("seqAt of an empty journal = %d", got)
+	}
+}
+
+// TestHistoryKeepsTheLastHourOfGoodNumbers: only good numeric readings
+// are kept, the hour slides, and an update reads only what is new.
+func TestHistoryKeepsTheLastHourOfGoodNumbers(t *testing.T) {
+	f := &fakeLog{}
+	for i := range 7200 {
+		f.add(runtime.KindObserved, "tank-1", "level", value.Number(float64(i)), "good")
+	}
+	f.add(runtime.KindObserved, "tank-1", "level", value.Number(-5), "bad")
+	f.add(runtime.KindObserved, "valve-1", "open", value.Bool(true), "good")
+	f.add(runtime.KindActed, "tank-1", "level", value.Number(-7), "good")
+	var h history
+	now := t0.Add(7203 * time.Second)
+	h.update(context.Background(), f, now)
+	pts := h.points("tank-1.level")
+	// Reading i is at t0+(i+1)s; the hour before now begins at t0+3603s.
+	if len(pts) != 3598 || pts[0].V != 3602 || pts[len(pts)-1].V != 7199 {
+		t.Fatalf("points = %d, from %v to %v; want the last hour, 3602 to 7199", len(pts), pts[0].V, pts[len(pts)-1].V)
+	}
+	if got := h.points("valve-1.open"); len(got) != 0 {
+		t.Errorf("a bool is charted: %v", got)
+	}
+	f.add(runtime.KindObserved, "tank-1", "level", value.Number(1e6), "good")
+	h.update(context.Background(), f, now.Add(time.Second))
+	if pts := h.points("tank-1.level"); pts[len(pts)-1].V != 1e6 || pts[0].V != 3603 {
+		t.Errorf("after one more reading, the series runs %v to %v", pts[0].V, pts[len(pts)-1].V)
+	}
+}
+
+var polyline = regexp.MustCompile(`points="([^"]*)"`)
+
+// TestChartKeepsSpikes: a spike among thousands of readings in one
+// column is still drawn, and the chart names its range.
+func TestChartKeepsSpikes(t *testing.T) {
+	var pts []point
+	for i := range 3600 {
+		v := 20.0
+		if i == 1800 {
+			v = 95
+		}
+		pts = append(pts, point{At: t0.Add(time.Duration(i) * time.Second), V: v})
+	}
+	c := drawChart(pts, t0, t0.Add(time.Hour), 120, 28, `level of "tank" <1>`)
+	if c.Min != 20 || c.Max != 95 || c.Points != 3600 {
+		t.Fatalf("chart = min %v max %v points %d", c.Min, c.Max, c.Points)
+	}
+	m := polyline.FindStringSubmatch(string(c.SVG))
+	if m == nil {
+		t.Fatalf("no line in %s", c.SVG)
+	}
+	if n := len(strings.Fields(m[1])); n > 2*120 {
+		t.Errorf("%d points drawn in a 120-wide chart", n)
+	}
+	if !strings.Contains(m[1], ",2.0") {
+		t.Errorf("the spike is not drawn at the top: %s", m[1])
+	}
+	if !strings.Contains(string(c.SVG), `aria-label="level of &#34;tank&#34; &lt;1&gt;"`) {
+		t.Errorf("the label is not escaped: %s", c.SVG)
+	}
+	if c := drawChart(nil, t0, t0.Add(time.Hour), 120, 28, "x"); c.SVG != "" {
+		t.Errorf("an empty series draws %s", c.SVG)
+	}
+}
+
+// TestServedScriptIsTheSourceWithoutComments: the script and stylesheet
+// sent lose only their comment lines (and the script its indentation).
+func TestServedScriptIsTheSourceWithoutComments(t *testing.T) {
+	for _, name := range []string{"app.js", "style.css"} {
+		src, err := fs.ReadFile(assets, "assets/static/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := staticFiles()["/"+name]
+		if len(sent) >= len(src) {
+			t.Errorf("%s: sent %d bytes of %d", name, len(sent), len(src))
+		}
+		var kept [][]byte
+		for line := range bytes.Lines(src) {
+			t := bytes.TrimSpace(line)
+			if len(t) == 0 || bytes.HasPrefix(t, []byte("//")) || (bytes.HasPrefix(t, []byte("/*")) && bytes.HasSuffix(t, []byte("*/"))) {
+				continue
+			}
+			kept = append(kept, t)
+		}
+		var got [][]byte
+		for line := range bytes.Lines(sent) {
+			if t := bytes.TrimSpace(line); len(t) > 0 {
+				got = append(got, t)
+			}
+		}
+		if len(got) != len(kept) {
+			t.Fatalf("%s: %d lines sent, want %d", name, len(got), len(kept))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], kept[i]) {
+				t.Fatalf("%s: line %d sent as %q, want %q", name, i, got[i], kept[i])
+			}
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package web
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var pendingCount = regexp.MustCompile(`id="pending-count" class="count( none)?">(\d+)<`)
+
+// TestStatusOnEveryPage: the navigation counts the requests that wait,
+// and every page but Approvals has a banner that says they wait; a mode
+// that asks nobody is a banner with its end.
+func TestStatusOnEveryPage(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser()
+	if code := b.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	count := func(page string) string {
+		t.Helper()
+		m := pendingCount.FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no count of requests waiting in:\n%s", page)
+		}
+		return m[1] + m[2]
+	}
+	_, page, _ := b.page("/devices")
+	if got := count(page); got != " none0" {
+		t.Errorf("count with nothing waiting = %q, want hidden 0", got)
+	}
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval")
+	for _, p := range []string{"/", "/devices", "/devices/tank-1", "/runs", "/journal", "/policy", "/alarms", "/approvals"} {
+		_, page, _ := b.page(p)
+		if got := count(page); got != "1" {
+			t.Errorf("%s: count = %q, want 1", p, got)
+		}
+		if waits := strings.Contains(page, "1 request waits for a person"); waits == (p == "/approvals") {
+			t.Errorf("%s: the banner that a request waits is shown = %v", p, waits)
+		}
+	}
+	_, part, _ := b.page("/status?page=devices")
+	if got := count(part); got != "1" || !strings.Contains(part, `<div id="banners">`) {
+		t.Errorf("the status part = %q:\n%s", got, part)
+	}
+	if strings.Contains(part, "<html") {
+		t.Errorf("the status part is a whole page:\n%s", part)
+	}
+	if strings.Contains(page, "Mode supervised:") {
+		t.Error("the everyday mode has a banner")
+	}
+
+	m := newSite(t, siteOptions{mode: "maintenance"})
+	mb := m.browser()
+	if code := mb.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, page, _ = mb.page("/runs")
+	if !strings.Contains(page, "Mode maintenance:</strong> every command under its ceiling acts without asking a person") {
+		t.Errorf("maintenance has no banner that says what it means:\n%s", page)
+	}
+}
