@@ -48,9 +48,10 @@ func loadPages() (*pages, error) {
 			r, err := access.ParseRole(role)
 			return err == nil && id != nil && id.Role.AtLeast(r)
 		},
-		"lower": strings.ToLower,
-		"value": valueText,
-		"state": stateText,
+		"lower":    strings.ToLower,
+		"value":    valueText,
+		"state":    stateText,
+		"sentence": eventSentence,
 		"cardArgs": func(c deviceCard, p pageData, back string) cardArgs {
 			return cardArgs{Card: c, User: p.User, CSRF: p.CSRF, Back: back}
 		},
@@ -206,7 +207,7 @@ var pageKinds = map[string]string{
 	"overview":  "refused,approval_requested,approval_answered,approval_expired,mode_changed,alarm,reconciled,link",
 	"approvals": "approval_requested,approval_answered,approval_expired,acted,refused,failed,ended,observed,alarm,mode_changed,rule_added,rule_revoked,reconciled,config_changed,device_online,device_offline",
 	"devices":   "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm",
-	"runs":      "started,ended,approval_requested,acted",
+	"runs":      "started,ended,approval_requested,approval_answered,approval_expired,acted",
 	"journal":   "",
 	"policy":    "mode_changed,rule_added,rule_revoked,approval_requested,approval_answered,reconciled,recovered",
 	"alarms":    "alarm",
@@ -356,7 +357,7 @@ func (s *Server) approvalsPage(c echo.Context) error {
 	for _, a := range s.eng.Approvals() {
 		d.Pending = append(d.Pending, s.approvalView(ctx, a))
 	}
-	for _, a := range s.eng.RecentApprovals(10) {
+	for _, a := range s.eng.RecentApprovals(approvalsAnswered) {
 		d.Answered = append(d.Answered, s.approvalView(ctx, a))
 	}
 	return s.page(c, "approvals", "Approvals", d)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -10,10 +11,10 @@ import (
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
-// runsShown bounds the runs the Runs page lists, newest first, so that
-// the page stays light on a phone: the engine keeps up to a thousand
-// ended runs, and the filters narrow them.
-const runsShown = 25
+// runsShown bounds the runs a Runs page lists, newest first, so that the
+// page stays light on a phone: the engine keeps up to a thousand ended
+// runs, and the filters narrow them; Older runs pages on.
+const runsShown = 10
 
 // approvalsAnswered is how many answered approvals the Approvals page
 // shows (approvalsPage): a run links only to the cards found there.
@@ -27,10 +28,15 @@ type runsData struct {
 	// The filters' choices, with the one given selected (added if it is
 	// none of them, so the form says what the list is filtered by).
 	PlanChoices, StatusChoices, OriginChoices []filterOption
-	// Total is how many runs pass the filters; Runs holds the newest
-	// runsShown of them.
-	Total int
-	Runs  []runView
+	// Total is how many runs pass the filters; Runs holds runsShown of
+	// them from Skip on, newest first.
+	Total    int
+	Skip     int
+	From, To int
+	Runs     []runView
+	// Newer and Older are the addresses of the pages around this one, or
+	// "" when there is none.
+	Newer, Older string
 }
 
 // filterOption is one option of a filter.
@@ -101,10 +107,42 @@ func (s *Server) runsPage(c echo.Context) error {
 		"schedule", "The schedule", "uplink", "The uplink")
 	runs := s.runs(c)
 	d.Total = len(runs)
+	v, err := numParam(c, "skip")
+	if err != nil {
+		return err
+	}
+	if v != "" {
+		if d.Skip, err = countParam(`query "skip"`, v, 0, max(d.Total-1, 0)); err != nil {
+			return err
+		}
+	}
+	runs = runs[d.Skip:]
 	if len(runs) > runsShown {
 		runs = runs[:runsShown]
 	}
 	d.Runs = s.runViews(runs, d.Plans)
+	d.From, d.To = d.Skip+1, d.Skip+len(runs)
+	page := func(skip int) string {
+		q := url.Values{}
+		for _, k := range []string{"plan", "status", "origin"} {
+			if v := c.QueryParam(k); v != "" {
+				q.Set(k, v)
+			}
+		}
+		if skip > 0 {
+			q.Set("skip", strconv.Itoa(skip))
+		}
+		if len(q) == 0 {
+			return "/runs"
+		}
+		return "/runs?" + q.Encode()
+	}
+	if d.Skip > 0 {
+		d.Newer = page(max(d.Skip-runsShown, 0))
+	}
+	if d.Skip+runsShown < d.Total {
+		d.Older = page(d.Skip + runsShown)
+	}
 	return s.page(c, "runs", "Runs", d)
 }
 

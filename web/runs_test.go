@@ -200,9 +200,21 @@ func TestRunsPageFilters(t *testing.T) {
 		s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level","id":"r-`+strconv.Itoa(i)+`"}`, 200, "")
 	}
 	_, page, _ = b.page("/runs")
-	want := `<h2 id="runs-h">The newest ` + strconv.Itoa(runsShown) + ` of ` + strconv.Itoa(6+runsShown) + ` runs, newest first</h2>`
-	if n := strings.Count(page, `<li class="card run`); n != runsShown || !strings.Contains(page, want) {
-		t.Errorf("/runs shows %d runs, want %d, under %q:\n%s", n, runsShown, want, page)
+	want := `<h2 id="runs-h">Runs 1 to ` + strconv.Itoa(runsShown) + ` of ` + strconv.Itoa(6+runsShown) + ` runs, newest first</h2>`
+	if n := strings.Count(page, `<li class="card run`); n != runsShown || !strings.Contains(page, want) ||
+		!strings.Contains(page, `<a href="/runs?skip=10">Older runs →</a>`) || strings.Contains(page, "Newer runs") {
+		t.Errorf("/runs shows %d runs, want %d, under %q, with a link to older runs only:\n%s", n, runsShown, want, page)
+	}
+	// The older page: the six runs left, the same filter, the way back.
+	_, page, _ = b.page("/runs?origin=api&skip=10")
+	if n := strings.Count(page, `<li class="card run`); n > 6 || !strings.Contains(page, `<a href="/runs?origin=api">← Newer runs</a>`) ||
+		strings.Contains(page, "Older runs") {
+		t.Errorf("/runs?origin=api&skip=10 shows %d runs, or not the way back only:\n%s", n, page)
+	}
+	for _, bad := range []string{"skip=-1", "skip=x", "skip=99", "skip=1&skip=2", "skip=%2B1"} {
+		if code, page, _ := b.page("/runs?" + bad); code != 400 || !strings.Contains(page, `query &#34;skip&#34;`) {
+			t.Errorf("/runs?%s = %d, want 400 naming the query:\n%s", bad, code, page)
+		}
 	}
 }
 

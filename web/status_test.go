@@ -61,3 +61,19 @@ func TestStatusOnEveryPage(t *testing.T) {
 		t.Errorf("maintenance has no banner that says what it means:\n%s", page)
 	}
 }
+
+// TestOverviewRefusalsInSentences: the Overview's recent refusals say
+// what was refused and why, not the journal's JSON.
+func TestOverviewRefusalsInSentences(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "observe"})
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 200, "refused")
+	b := s.browser()
+	if code := b.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	_, page, _ := b.page("/")
+	section := page[strings.Index(page, "Recent refusals"):]
+	if !strings.Contains(section, "refused valve-1.open → true: mode observe does not permit it") || strings.Contains(section, `{&#34;`) {
+		t.Errorf("the recent refusals are not in sentences:\n%s", section)
+	}
+}
