@@ -80,6 +80,10 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 	}
 	body := AnsweredBody{Approval: id, Decision: a.Decision, By: a.By, Person: e.person(a.By), Reason: a.Reason,
 		Status: next.Status, Device: next.Device, Capability: next.Capability, Rule: next.Answers[len(next.Answers)-1].Rule, RuleWhy: ruleWhy}
+	if next.Kind == "actuation" {
+		v := next.Value
+		body.Value = &v
+	}
 	if next.Status == ApprovalPending {
 		still := next
 		body.Record = &still

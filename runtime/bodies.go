@@ -122,6 +122,8 @@ type AnsweredBody struct {
 	Rule    string         `json:"rule"`
 	RuleWhy string         `json:"rule_why,omitempty"`
 	Status  ApprovalStatus `json:"status"`
+	// Value is the value an actuation was approved or denied for.
+	Value *value.Value `json:"value,omitempty"`
 }
 
 // ClosedBody is the body of an approval_expired event: an approval that

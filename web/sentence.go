@@ -300,10 +300,13 @@ func answeredSentence(b []byte) (string, bool) {
 	}
 	switch x.Decision {
 	case runtime.Deny:
-		s.add(who, " denied ", what)
+		s.add(who, " denied ", what, toValue(x.Value))
 	case runtime.Approve, runtime.ApproveAndRule:
 		s.add(who, " approved ", what)
-		if x.Record != nil {
+		switch {
+		case x.Value != nil:
+			s.add(toValue(x.Value))
+		case x.Record != nil:
 			s.add(toValue(&x.Record.Value))
 		}
 		s.with(" and made rule ", x.Rule)
