@@ -93,6 +93,8 @@ type Options struct {
 	Metrics     *Metrics
 	Logger      *slog.Logger
 	Now         func() time.Time
+	// MCP, if set, serves the MCP endpoint for AI agents (see MCPOptions).
+	MCP *MCPOptions
 }
 
 // MQTTStats and UplinkStats are what the console shows of the other surfaces.
@@ -189,6 +191,7 @@ func New(eng *runtime.Engine, opts Options) (*Server, error) {
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024, Skipper: isStream}))
 	s.e = e
 	s.routes()
+	s.mountMCP()
 	opts.Metrics.watch(eng, opts.MQTTStats, opts.UplinkStats, opts.Now)
 	return s, nil
 }

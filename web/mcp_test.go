@@ -1,0 +1,293 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// bearer sets the Authorization header of every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// mcpSite is a site with the MCP endpoint on, for the viewer and
+// operator tokens (not the approver's).
+func mcpSite(t *testing.T, o siteOptions, mo MCPOptions) *site {
+	t.Helper()
+	if mo.Tokens == nil {
+		mo.Tokens = []string{"viewer", "operator"}
+	}
+	o.options = func(wo *Options) { wo.MCP = &mo }
+	return newSite(t, o)
+}
+
+// agent connects the Go SDK's client to the site's /mcp with a token.
+func (s *site) agent(t *testing.T, token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "v0"}, opts)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.srv.URL + MCPPath,
+		HTTPClient: &http.Client{Transport: bearer{"tok-" + token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+	if err == nil {
+		t.Cleanup(func() { _ = cs.Close() })
+	}
+	return cs, err
+}
+
+func mustAgent(t *testing.T, s *site, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	cs, err := s.agent(t, token, opts)
+	if err != nil {
+		t.Fatalf("connecting as %s: %v", token, err)
+	}
+	return cs
+}
+
+// callTool calls a tool and returns its structured content as a map and
+// its text; a protocol error fails the test.
+func callTool(t *testing.T, cs *mcp.ClientSession, p *mcp.CallToolParams) (map[string]any, string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), p)
+	if err != nil {
+		t.Fatalf("CallTool(%s): protocol error %v", p.Name, err)
+	}
+	var text string
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	out, _ := res.StructuredContent.(map[string]any)
+	return out, text, res.IsError
+}
+
+func TestMCPToolsAndAnnotations(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{})
+	cs := mustAgent(t, s, "viewer", nil)
+	got := map[string]*mcp.Tool{}
+	for tool, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[tool.Name] = tool
+	}
+	for _, name := range []string{toolListDevices, toolRead, toolRequestWrite, toolRunPlan, toolGetApproval, toolJournalTail} {
+		if got[name] == nil {
+			t.Fatalf("tool %s is not listed (got %v)", name, len(got))
+		}
+	}
+	// The write tool's hints are the actuators' profiles: valve-1.open is
+	// declared reversible and stays here, so it is not destructive.
+	d, c, ok := s.eng.Capability("valve-1", "open")
+	if !ok {
+		t.Fatal("valve-1.open is not online")
+	}
+	pol, _ := s.eng.Policy("valve-1", "open")
+	p := runtime.Profile(&d, &c, &pol)
+	w := got[toolRequestWrite]
+	if w.Annotations.ReadOnlyHint || *w.Annotations.DestructiveHint != !p.Reversible || *w.Annotations.OpenWorldHint != p.Reaches {
+		t.Errorf("request_write annotations = %+v, want from the profile %v", w.Annotations, p)
+	}
+	if !strings.Contains(w.Description, "valve-1.open") || !strings.Contains(w.Description, p.String()) {
+		t.Errorf("request_write's description does not show valve-1.open's profile %q:\n%s", p, w.Description)
+	}
+	for _, name := range []string{toolListDevices, toolRead, toolGetApproval, toolJournalTail} {
+		if a := got[name].Annotations; !a.ReadOnlyHint || *a.DestructiveHint {
+			t.Errorf("%s annotations = %+v, want read-only and not destructive", name, a)
+		}
+	}
+	// The plans only read and wait.
+	if a := got[toolRunPlan].Annotations; !a.ReadOnlyHint {
+		t.Errorf("run_plan annotations = %+v, want read-only: no plan writes", a)
+	}
+	// The same profile is in list_devices, per capability.
+	out, _, isErr := callTool(t, cs, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}})
+	if isErr {
+		t.Fatalf("list_devices failed: %v", out)
+	}
+	b, _ := json.Marshal(out)
+	if !strings.Contains(string(b), `"profile":"`+p.String()+`"`) || !strings.Contains(string(b), `"mode":"supervised"`) {
+		t.Errorf("list_devices does not show valve-1.open's profile %q or the mode: %s", p, b)
+	}
+}
+
+func TestMCPReadWriteApprove(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{})
+	progress := make(chan string, 16)
+	op := mustAgent(t, s, "operator", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		progress <- r.Params.Message
+	}})
+
+	out, text, isErr := callTool(t, op, &mcp.CallToolParams{Name: toolRead, Arguments: map[string]any{"device": "tank-1", "capability": "level"}})
+	if isErr || out["outcome"] != "completed" || out["reading"] == nil {
+		t.Fatalf("read tank-1.level = %v %s", out, text)
+	}
+
+	// A write asks (the mode is supervised): it returns at once.
+	out, text, isErr = callTool(t, op, &mcp.CallToolParams{Name: toolRequestWrite, Arguments: map[string]any{
+		"device": "valve-1", "capability": "open", "value": true, "reason": "the seedlings are dry"}})
+	apID, _ := out["approval_id"].(string)
+	if isErr || out["outcome"] != "pending_approval" || apID == "" ||
+		!strings.HasSuffix(out["console_url"].(string), "/approvals#approval-"+apID) || !strings.HasPrefix(out["console_url"].(string), s.srv.URL) {
+		t.Fatalf("request_write = %v %s, want pending_approval with an id and a link", out, text)
+	}
+	ap, ok := s.eng.Approval(apID)
+	if !ok || ap.Principal != "mcp:operator" || ap.Reason != "the seedlings are dry" {
+		t.Fatalf("the approval = %+v, want asked by mcp:operator with the reason", ap)
+	}
+	out, _, _ = callTool(t, op, &mcp.CallToolParams{Name: toolGetApproval, Arguments: map[string]any{"approval_id": apID}})
+	if out["status"] != "pending" || out["done"] != false {
+		t.Fatalf("get_approval before the answer = %v", out)
+	}
+
+	// The agent waits; once it is told it waits, a person approves in
+	// the API, and the agent hears of it as progress, then gets the
+	// receipt.
+	p := &mcp.CallToolParams{Name: toolGetApproval, Arguments: map[string]any{"approval_id": apID, "wait_seconds": 60}}
+	p.SetProgressToken("follow-1")
+	type called struct {
+		out   map[string]any
+		text  string
+		isErr bool
+	}
+	done := make(chan called, 1)
+	go func() { // owned by the test, which receives from done
+		res, err := op.CallTool(t.Context(), p)
+		if err != nil {
+			done <- called{text: err.Error(), isErr: true}
+			return
+		}
+		out, _ := res.StructuredContent.(map[string]any)
+		done <- called{out: out, text: res.Content[0].(*mcp.TextContent).Text, isErr: res.IsError}
+	}()
+	if msg := <-progress; !strings.HasPrefix(msg, "waiting: waiting for a person") {
+		t.Fatalf("first progress = %q", msg)
+	}
+	s.expect("POST", "/api/v1/approvals/"+apID, "approver", `{"decision":"approve","device":"valve-1","capability":"open","value":true}`,
+		200, `"status":"approved"`)
+	r := <-done
+	out, text, isErr = r.out, r.text, r.isErr
+	act, _ := out["act"].(map[string]any)
+	if isErr || out["status"] != "approved" || out["done"] != true || act == nil || act["result"] != "confirmed" ||
+		out["outcome"] == nil {
+		t.Fatalf("get_approval after approval = %s, want approved, done, confirmed with the attempt's receipt", text)
+	}
+	if msg := <-progress; !strings.HasPrefix(msg, "approved by api:approver") {
+		t.Errorf("progress after the answer = %q, want who approved", msg)
+	}
+	if !strings.Contains(out["summary"].(string), "approved by api:approver") {
+		t.Errorf("summary = %q", out["summary"])
+	}
+
+	// The journal names the agent.
+	out, text, _ = callTool(t, op, &mcp.CallToolParams{Name: toolJournalTail, Arguments: map[string]any{"limit": 50, "kinds": "approval_requested"}})
+	if !strings.Contains(text, `"principal": "mcp:operator"`) && !strings.Contains(text, `"principal":"mcp:operator"`) {
+		t.Errorf("journal_tail has no approval requested by mcp:operator: %s", text)
+	}
+}
+
+func TestMCPRefusals(t *testing.T) {
+	s := mcpSite(t, siteOptions{mode: governance.ModeObserve}, MCPOptions{})
+	op := mustAgent(t, s, "operator", nil)
+	// The judge refuses: a tool error with its reason, not a protocol error.
+	out, text, isErr := callTool(t, op, &mcp.CallToolParams{Name: toolRequestWrite, Arguments: map[string]any{
+		"device": "valve-1", "capability": "open", "value": true, "reason": "test"}})
+	if !isErr || out["outcome"] != "refused" || !strings.Contains(text, "mode observe does not permit it") {
+		t.Fatalf("a write in observe = %v %q, want a tool error with the judge's reason", out, text)
+	}
+	// A viewer token cannot ask for a write at all.
+	view := mustAgent(t, s, "viewer", nil)
+	_, text, isErr = callTool(t, view, &mcp.CallToolParams{Name: toolRequestWrite, Arguments: map[string]any{
+		"device": "valve-1", "capability": "open", "value": true, "reason": "test"}})
+	if !isErr || !strings.Contains(text, "needs a token with the operator role; token viewer is a viewer") {
+		t.Fatalf("a viewer's write = %q", text)
+	}
+	// Bad arguments name the field.
+	for _, tc := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"device": "valve-1", "capability": "open", "value": nil, "reason": "x"}, `argument "value"`},
+		{map[string]any{"device": "valve-1", "capability": "open", "value": true, "reason": " "}, `argument "reason"`},
+		{map[string]any{"device": "valve-1", "capability": "open", "value": "wide", "reason": "x"}, `field "value"`},
+		{map[string]any{"device": "tank-1", "capability": "level", "value": 3, "reason": "x"}, `argument "capability": level of tank-1 is a sensor`},
+		{map[string]any{"device": "valve-1", "capability": "open", "value": true}, `reason`},
+		{map[string]any{"device": "valve-1", "capability": "open", "value": true, "reason": "x", "extra": 1}, `extra`},
+	} {
+		_, text, isErr := callTool(t, op, &mcp.CallToolParams{Name: toolRequestWrite, Arguments: tc.args})
+		if !isErr || !strings.Contains(text, tc.want) {
+			t.Errorf("request_write(%v) = %q, want a tool error naming %q", tc.args, text, tc.want)
+		}
+	}
+}
+
+func TestMCPRateLimit(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{PerMinute: 1, Burst: 2})
+	op := mustAgent(t, s, "operator", nil)
+	view := mustAgent(t, s, "viewer", nil)
+	list := &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}}
+	for i := range 2 {
+		if _, text, isErr := callTool(t, op, list); isErr {
+			t.Fatalf("call %d within the burst = %q", i+1, text)
+		}
+	}
+	_, text, isErr := callTool(t, op, list)
+	if !isErr || !strings.Contains(text, "token operator is over its 1 calls a minute; try again in") {
+		t.Errorf("a call over the rate = %q", text)
+	}
+	// Each token has its own.
+	if _, text, isErr := callTool(t, view, list); isErr {
+		t.Errorf("another token's call = %q", text)
+	}
+}
+
+func TestMCPModeForbidsAgents(t *testing.T) {
+	s := mcpSite(t, siteOptions{mode: governance.ModeObserve}, MCPOptions{Modes: []string{governance.ModeSupervised}})
+	view := mustAgent(t, s, "viewer", nil)
+	_, text, isErr := callTool(t, view, &mcp.CallToolParams{Name: toolRead, Arguments: map[string]any{"device": "tank-1", "capability": "level"}})
+	if !isErr || !strings.Contains(text, "mode observe admits no AI agent") {
+		t.Fatalf("a read in a mode that admits no agent = %q", text)
+	}
+}
+
+func TestMCPAuth(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{})
+	// A token not admitted to MCP, and a wrong one, cannot connect.
+	if _, err := s.agent(t, "approver", nil); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("connecting with a token not in mcp.tokens: %v, want 403", err)
+	}
+	if _, err := s.agent(t, "nobody", nil); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Errorf("connecting with a wrong token: %v, want 401", err)
+	}
+	// Without a token: 401 with WWW-Authenticate, JSON, never the login page.
+	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+MCPPath, strings.NewReader(`{}`))
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Errorf("POST /mcp without a token = %d %v", resp.StatusCode, resp.Header)
+	}
+	// Off unless configured.
+	plain := newSite(t, siteOptions{})
+	code, _ := plain.call(http.MethodPost, MCPPath, "operator", `{}`)
+	if code == http.StatusOK || code == http.StatusAccepted {
+		t.Errorf("POST /mcp without MCP configured = %d", code)
+	}
+}
