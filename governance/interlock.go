@@ -87,6 +87,14 @@ type Facts interface {
 	Fact(sensor string) (Fact, bool)
 }
 
+// MaxAgeOrDefault is how old a reading the condition accepts.
+func (c Condition) MaxAgeOrDefault() time.Duration {
+	if c.MaxAge <= 0 {
+		return DefaultMaxAge
+	}
+	return c.MaxAge
+}
+
 // Eval reports whether the condition holds on the facts at now, and if
 // not, why. A missing, bad or stale reading never holds.
 func (c Condition) Eval(facts Facts, now time.Time) (bool, string) {
@@ -100,10 +108,7 @@ func (c Condition) Eval(facts Facts, now time.Time) (bool, string) {
 	if !f.Good {
 		return false, "the reading of " + c.Sensor + " is not good"
 	}
-	maxAge := c.MaxAge
-	if maxAge <= 0 {
-		maxAge = DefaultMaxAge
-	}
+	maxAge := c.MaxAgeOrDefault()
 	if age := now.Sub(f.At); age > maxAge {
 		return false, "the reading of " + c.Sensor + " is " + age.Round(time.Millisecond).String() + " old (max_age " + maxAge.String() + ")"
 	}

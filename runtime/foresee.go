@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // Foresight is what the act of a pending approval would meet were it
@@ -16,6 +17,13 @@ type Foresight struct {
 	Why string `json:"why,omitempty"`
 	// Mode is the mode it was judged in.
 	Mode string `json:"mode"`
+	// Interlock is true when an interlock would refuse it, as last read:
+	// the act reads its interlocks again.
+	Interlock bool `json:"interlock,omitempty"`
+	// Unread names the interlocks that could not be judged in advance
+	// (no reading, a reading not good or older than its max_age), each
+	// with why: the act reads them again, and they decide then.
+	Unread []string `json:"unread,omitempty"`
 }
 
 // Foresee judges in advance the act of the pending actuation approval id.
@@ -45,16 +53,39 @@ func (e *Engine) Foresee(id string) (Foresight, bool) {
 		return f, true
 	}
 	target := ref(ap.Device, ap.Capability)
+	if err := e.Healthy(); err != nil {
+		f.Refuse, f.Why = true, "the journal cannot witness"
+		return f, true
+	}
 	if a, locked := e.lockedBy(target); locked {
 		f.Refuse, f.Why = true, target+" is locked: attempt "+a.ID+" has an unknown effect; an admin must resolve it"
 		return f, true
 	}
+	cur, known := e.facts.get(target)
+	if was := ap.Current; was != nil && was.Type != value.TypeNumber && c.ReadBack && known && !cur.Value.IsZero() && !cur.Value.Equal(*was) {
+		// The act's select-before-operate refuses consent given from
+		// another state.
+		f.Refuse, f.Why = true, target+" was "+was.String()+" when this was asked and reads "+cur.Value.String()+" now; ask again"
+		return f, true
+	}
 	cfg := e.conf()
+	now := e.now()
 	req, _, _ := e.writeRequest(cfg, &ent.Device, c, ap.Principal, ap.Value, true)
-	cur, _ := e.facts.get(target)
-	req.AtAct, req.Mode, req.Now, req.History = true, mode, e.now(), e.history(target, cur.Value)
+	// The act reads every interlock again; one without a fresh good
+	// reading now cannot be judged in advance, and is named instead.
+	var judged []governance.Condition
+	for _, cond := range req.Interlocks {
+		fact, ok := e.facts.Fact(cond.Sensor)
+		if holds, why := cond.Eval(&e.facts, now); !holds && (!ok || !fact.Good || now.Sub(fact.At) > cond.MaxAgeOrDefault()) {
+			f.Unread = append(f.Unread, cond.String()+": "+why)
+			continue
+		}
+		judged = append(judged, cond)
+	}
+	req.Interlocks = judged
+	req.AtAct, req.Mode, req.Now, req.History = true, mode, now, e.history(target, cur.Value)
 	if v := governance.Judge(&req, cfg.policy); v.Outcome != governance.Allow {
-		f.Refuse, f.Why = true, v.Why
+		f.Refuse, f.Why, f.Interlock = true, v.Why, v.Interlock != ""
 	}
 	return f, true
 }

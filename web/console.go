@@ -206,7 +206,8 @@ func (s *Server) pageRoutes(g *echo.Group) {
 var pageKinds = map[string]string{
 	"overview":  "refused,approval_requested,approval_answered,approval_expired,mode_changed,alarm,reconciled,link",
 	"approvals": "approval_requested,approval_answered,approval_expired,acted,refused,failed,ended,observed,alarm,mode_changed,rule_added,rule_revoked,reconciled,config_changed,device_online,device_offline",
-	"devices":   "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm",
+	"devices":   "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm,approval_requested,approval_answered,approval_expired",
+	"device":    "observed,acted,refused,failed,device_online,device_offline,recovered,reconciled,alarm,approval_requested,approval_answered,approval_expired,safe_drive",
 	"runs":      "started,ended,approval_requested,approval_answered,approval_expired,acted",
 	"journal":   "",
 	"policy":    "mode_changed,rule_added,rule_revoked,approval_requested,approval_answered,reconciled,recovered",
@@ -320,6 +321,14 @@ func (s *Server) overviewPage(c echo.Context) error {
 
 // recent returns the newest n events of the kinds, newest first.
 func (s *Server) recent(ctx context.Context, kinds []string, device string, n int) []runtime.Event {
+	return s.recentWhere(ctx, n, func(ev *runtime.Event) bool {
+		return (len(kinds) == 0 || slices.Contains(kinds, string(ev.Kind))) && (device == "" || ev.Device == device)
+	})
+}
+
+// recentWhere returns the newest n events that keep passes, newest
+// first, from the newest 5000 of the journal.
+func (s *Server) recentWhere(ctx context.Context, n int, keep func(*runtime.Event) bool) []runtime.Event {
 	last := s.eng.LastSeq()
 	since := uint64(0)
 	if last > 5000 {
@@ -333,7 +342,7 @@ func (s *Server) recent(ctx context.Context, kinds []string, device string, n in
 		}
 		for _, ev := range evs {
 			since = ev.Seq
-			if (len(kinds) == 0 || slices.Contains(kinds, string(ev.Kind))) && (device == "" || ev.Device == device) {
+			if keep(&ev) {
 				out = append(out, ev)
 			}
 		}

@@ -86,7 +86,7 @@ func (s *Server) devicesPage(c echo.Context) error {
 	s.hist.update(ctx, s.eng, s.opts.Now())
 	d := devicesData{Drivers: s.driverHealth(ctx)}
 	for _, v := range s.deviceViews() {
-		d.Devices = append(d.Devices, s.deviceCard(v, func(ref string) []point { return s.hist.points(ref) }, sparkWindow, 120, 28))
+		d.Devices = append(d.Devices, s.deviceCard(v, func(ref string) []point { return s.hist.points(ref) }, sparkWindow, 60, 28))
 	}
 	for id, why := range s.eng.Lost() {
 		d.Lost = append(d.Lost, lostDevice{ID: id, Why: clip(why)})
@@ -141,16 +141,19 @@ func (s *Server) devicePage(c echo.Context) error {
 	}
 	now := s.opts.Now()
 	window := time.Duration(hours) * time.Hour
+	// A window with more events than a page may read is read from its
+	// newest maxScan events: the chart's right end is always now.
 	series := map[string][]point{}
-	readPoints(ctx, s.eng, seqAt(ctx, s.eng, now.Add(-window)), id, func(ref string, p point) {
+	start, last := seqAt(ctx, s.eng, now.Add(-window)), s.eng.LastSeq()
+	if last > maxScan && start < last-maxScan {
+		start = last - maxScan
+	}
+	readPoints(ctx, s.eng, start, id, func(ref string, p point) {
 		series[ref] = append(series[ref], p)
 	})
 	d := deviceData{Hours: hours, Ranges: chartHours,
 		Device: s.deviceCard(*view, func(ref string) []point { return series[ref] }, window, 600, 160)}
-	for _, ev := range s.recent(ctx, nil, id, 30) {
-		if ev.Kind == runtime.KindObserved {
-			continue
-		}
+	for _, ev := range s.recentWhere(ctx, 30, func(ev *runtime.Event) bool { return ev.Device == id && ev.Kind != runtime.KindObserved }) {
 		d.Events = append(d.Events, eventLine{Seq: ev.Seq, At: ev.At, Sentence: eventSentence(ev)})
 	}
 	return s.page(c, "device", id, d)
@@ -235,21 +238,30 @@ func (s *Server) commandForm(c echo.Context) error {
 		to = b
 	}
 	b := commandBody{Device: c.FormValue("device"), Capability: c.FormValue("capability"), Reason: c.FormValue("reason")}
-	if v := strings.TrimSpace(c.FormValue("value")); v != "" {
-		if !json.Valid([]byte(v)) {
-			v = strconv.Quote(v) // an enum or a string typed without quotes
-		}
-		b.Value = json.RawMessage(v)
-	}
+	_, capab, _ := s.eng.Capability(b.Device, b.Capability)
+	b.Value = formValue(c.FormValue("value"), capab.Type)
 	r, _, err := s.command(c, b, "console")
 	if err != nil {
 		return formError(c, to, err)
 	}
-	unit := ""
-	if _, capab, ok := s.eng.Capability(b.Device, b.Capability); ok {
-		unit = capab.Unit
+	return back(c, to, commandNote(b, r, capab.Unit))
+}
+
+// formValue is a value typed in a form, as JSON, for a capability of
+// type t (TypeNone when not known): an enum or a string is text however
+// it looks ("2" is the enum 2, not a number), unless typed in quotes;
+// anything else that is not JSON is taken as text too. Empty is none:
+// a read.
+func formValue(raw string, t value.Type) json.RawMessage {
+	v := strings.TrimSpace(raw)
+	if v == "" {
+		return nil
 	}
-	return back(c, to, commandNote(b, r, unit))
+	text := t == value.TypeEnum || t == value.TypeString
+	if (text && !strings.HasPrefix(v, `"`)) || !json.Valid([]byte(v)) {
+		v = strconv.Quote(v)
+	}
+	return json.RawMessage(v)
 }
 
 // commandNote says what came of a command from the console, in words.

@@ -3,7 +3,9 @@ package web
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/shadowgate/shadowgate/drivers/sim"
@@ -67,6 +69,11 @@ func TestDeviceCardsInWordsWithControls(t *testing.T) {
 			if text := eval[string](b, `document.getElementById("main").textContent`); !strings.Contains(text, "readings: min 12.5, max 61") {
 				t.Errorf("the tank's page does not chart its readings from 12.5 to 61:\n%s", text)
 			}
+			// It follows the journal like every page.
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			s.g.Adjust(func(st *sim.State) { st.Level = 33.5 })
+			s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+			b.poll("the new level, live", `document.querySelector("#device-tank-1 .cap-value").textContent.includes("33.5")`)
 			b.shot("device-page-" + vp.name)
 		})
 	}
@@ -111,5 +118,54 @@ func TestDevicePageBadInput(t *testing.T) {
 		if code < 400 || !strings.Contains(page, want) {
 			t.Errorf("%s = %d, want an error saying %q:\n%s", path, code, want, page)
 		}
+	}
+}
+
+// TestTimesInTheBrowsersZone: a person in Tokyo reads the gateway's
+// times in Tokyo's zone, the date given when it is not today, and the
+// page says which zone it uses.
+func TestTimesInTheBrowsersZone(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+	b := newBrowser(t, s.srv.URL)
+	if _, err := chromedp.Call(b.ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Tokyo"}); err != nil {
+		t.Fatal(err)
+	}
+	b.login("vera", "/runs")
+	first := `document.querySelector("time.t")`
+	b.poll("a time", first+` !== null`)
+	at, err := time.Parse(time.RFC3339, eval[string](b, first+`.getAttribute("datetime")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip("no zone database:", err)
+	}
+	shown := eval[string](b, first+`.textContent`)
+	if want := at.In(tokyo).Format("15:04:05"); !strings.Contains(shown, want) {
+		t.Errorf("a time at %s is shown as %q, want Tokyo's %s", at, shown, want)
+	}
+	if strings.Contains(shown, "UTC") {
+		t.Errorf("a time is shown in the gateway's zone: %q", shown)
+	}
+	if zone := eval[string](b, `document.getElementById("zone").textContent`); !strings.Contains(zone, "Asia/Tokyo") {
+		t.Errorf("the page says %q of its zone", zone)
+	}
+}
+
+// TestDevicePageTellsMoreThanReadings: a device read often still shows
+// what else the journal says of it, a request that waits among them.
+func TestDevicePageTellsMoreThanReadings(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval")
+	for range 40 {
+		s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open"}`, 200, "")
+	}
+	b := s.browser()
+	b.login("vera", "password-1")
+	_, page, _ := b.page("/devices/valve-1")
+	if strings.Contains(page, "Nothing yet but readings") || !strings.Contains(page, "asked valve-1.open → true") {
+		t.Errorf("the valve's page hides its request behind its readings:\n%s", page)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +145,10 @@ type chart struct {
 // column of the box keeps the lowest and the highest reading that falls
 // in it, so that a spike is drawn however many readings share a column.
 func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
+	// Readings heard late are journaled late with their own time: the
+	// line is drawn in the order of their times, within the window.
+	pts = slices.DeleteFunc(slices.Clone(pts), func(p point) bool { return p.At.Before(from) || p.At.After(to) })
+	slices.SortStableFunc(pts, func(a, b point) int { return a.At.Compare(b.At) })
 	c := chart{Points: len(pts)}
 	if len(pts) == 0 || !to.After(from) {
 		return c
@@ -173,9 +178,9 @@ func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
 			b.WriteByte(' ')
 		}
 		first = false
-		b.WriteString(strconv.Itoa(col) + "," + strconv.FormatFloat(y(lo), 'f', 1, 64))
+		b.WriteString(strconv.Itoa(col) + "," + strconv.FormatFloat(y(lo), 'f', 0, 64))
 		if hi != lo {
-			b.WriteString(" " + strconv.Itoa(col) + "," + strconv.FormatFloat(y(hi), 'f', 1, 64))
+			b.WriteString(" " + strconv.Itoa(col) + "," + strconv.FormatFloat(y(hi), 'f', 0, 64))
 		}
 	}
 	if len(pts) == 1 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func TestChartKeepsSpikes(t *testing.T) {
 	if n := len(strings.Fields(m[1])); n > 2*120 {
 		t.Errorf("%d points drawn in a 120-wide chart", n)
 	}
-	if !strings.Contains(m[1], ",2.0") {
+	if !regexp.MustCompile(`,2( |$)`).MatchString(m[1]) {
 		t.Errorf("the spike is not drawn at the top: %s", m[1])
 	}
 	if !strings.Contains(string(c.SVG), `aria-label="level of &#34;tank&#34; &lt;1&gt;"`) {
@@ -156,6 +157,45 @@ func TestServedScriptIsTheSourceWithoutComments(t *testing.T) {
 			if !bytes.Equal(got[i], kept[i]) {
 				t.Fatalf("%s: line %d sent as %q, want %q", name, i, got[i], kept[i])
 			}
+		}
+	}
+}
+
+// TestChartDrawsInTimeOrder: a reading heard late is drawn where its time
+// puts it, and one from before the window is left out.
+func TestChartDrawsInTimeOrder(t *testing.T) {
+	pts := []point{{t0.Add(10 * time.Minute), 1}, {t0.Add(50 * time.Minute), 3}, {t0.Add(20 * time.Minute), 2}, {t0.Add(-time.Minute), 99}}
+	c := drawChart(pts, t0, t0.Add(time.Hour), 60, 28, "x")
+	if c.Points != 3 || c.Max != 3 {
+		t.Fatalf("chart of %d points, max %v; want 3 points, max 3", c.Points, c.Max)
+	}
+	m := polyline.FindStringSubmatch(string(c.SVG))
+	last := -1
+	for _, xy := range strings.Fields(m[1]) {
+		x, _, _ := strings.Cut(xy, ",")
+		n, _ := strconv.Atoi(x)
+		if n < last {
+			t.Fatalf("the line goes back in time: %s", m[1])
+		}
+		last = n
+	}
+}
+
+// TestFormValueByType: what a person types is read as the capability's
+// type would have it.
+func TestFormValueByType(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		typ  value.Type
+		want string
+	}{
+		{"2", value.TypeEnum, `"2"`}, {"low", value.TypeEnum, `"low"`}, {`"low"`, value.TypeEnum, `"low"`},
+		{"42", value.TypeString, `"42"`}, {"true", value.TypeString, `"true"`}, {`"a b"`, value.TypeString, `"a b"`},
+		{"21.5", value.TypeNumber, `21.5`}, {"true", value.TypeBool, `true`}, {" true ", value.TypeBool, `true`},
+		{"low", value.TypeNone, `"low"`}, {"7", value.TypeNone, `7`}, {"", value.TypeEnum, ``}, {"  ", value.TypeNumber, ``},
+	} {
+		if got := string(formValue(tc.raw, tc.typ)); got != tc.want {
+			t.Errorf("formValue(%q, %s) = %s, want %s", tc.raw, tc.typ, got, tc.want)
 		}
 	}
 }

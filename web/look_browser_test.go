@@ -109,13 +109,6 @@ func TestConsoleLook(t *testing.T) {
 	s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"reason":"fill the tank"}`, 202, "pending_approval")
 	s.expect("POST", "/api/v1/mode", "operator", `{"mode":"maintenance","reason":"pump overhaul, fitter on site"}`, 202, `"status":"pending"`)
 	axe := axeScript(t)
-	if axe == "" {
-		const why = "axe-core is not installed (npm install -g axe-core, or SHADOWGATE_AXE=axe.min.js)"
-		if os.Getenv("SHADOWGATE_E2E") == "1" {
-			t.Fatal(why + ", and SHADOWGATE_E2E=1 needs the accessibility audit to run")
-		}
-		t.Log(why + ": the accessibility audit is skipped")
-	}
 	dir := screenshotDir(t)
 	t.Logf("screenshots go to %s", dir)
 
