@@ -95,7 +95,7 @@ func (pp *people) person(principal string) string {
 	switch kind {
 	case "mqtt", "console":
 		return name
-	case "api":
+	case "api", "mcp": // an agent acts for the token's holder
 		if who, ok := pp.tokens[name]; ok {
 			return who
 		}
@@ -364,6 +364,9 @@ func (c *checker) build(cfg *Config) *Built {
 		b.Uplink = c.uplink(path{"uplink"}, cfg.Uplink, b.GatewayID)
 	}
 	b.Web = c.web(path{"web"}, cfg.Web)
+	if o := c.mcp(path{"mcp"}, cfg.MCP, cfg, b); o != nil {
+		b.Web.MCP = o
+	}
 	c.listenersApart(b)
 	b.Person = c.people(cfg, b).person
 	plans := map[string]bool{}

@@ -31,6 +31,9 @@ type Config struct {
 	Uplink    *UplinkConfig   `yaml:"uplink"`
 	Web       WebConfig       `yaml:"web"`
 	Alarms    AlarmsConfig    `yaml:"alarms"`
+
+	// MCP serves AI agents on the console's port; nil or not enabled is off.
+	MCP *MCPConfig `yaml:"mcp"`
 }
 
 // AlarmsConfig sets how alarms behave.
