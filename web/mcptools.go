@@ -18,6 +18,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 )
@@ -236,26 +237,26 @@ func (m *mcpSurface) refresh() {
 	}
 	mcp.AddTool(m.srv, &mcp.Tool{Name: toolListDevices, Annotations: withTitle(viewOnly, "List devices"),
 		Description: "List the devices online, each capability with its type, unit, latest reading, interlocks and effect profile, the plans, and the mode in force. Reads the gateway's state only; touches no hardware."},
-		m.listDevices)
-	mcp.AddTool(m.srv, &mcp.Tool{Name: toolRead, Annotations: h.read, Description: h.readDesc}, m.read)
-	mcp.AddTool(m.srv, &mcp.Tool{Name: toolRequestWrite, Annotations: h.write, Description: h.writeDesc}, m.requestWrite)
-	mcp.AddTool(m.srv, &mcp.Tool{Name: toolRunPlan, Annotations: h.plan, Description: h.planDesc}, m.runPlan)
+		guard(m, toolListDevices, m.listDevices))
+	mcp.AddTool(m.srv, &mcp.Tool{Name: toolRead, Annotations: h.read, Description: h.readDesc}, guard(m, toolRead, m.read))
+	mcp.AddTool(m.srv, &mcp.Tool{Name: toolRequestWrite, Annotations: h.write, Description: h.writeDesc}, guard(m, toolRequestWrite, m.requestWrite))
+	mcp.AddTool(m.srv, &mcp.Tool{Name: toolRunPlan, Annotations: h.plan, Description: h.planDesc}, guard(m, toolRunPlan, m.runPlan))
 	mcp.AddTool(m.srv, &mcp.Tool{Name: toolGetApproval, Annotations: withTitle(viewOnly, "Follow an approval"),
 		Description: "Say where a request that asked a person stands: pending, approved, denied or expired, who answered and why, and, once approved, what came of the act (acted and confirmed or contradicted by the read-back, or refused at the act, saying what changed). With wait_seconds it waits for a change, and sends a progress notification when a person answers if the call asked for progress."},
-		m.getApproval)
+		guard(m, toolGetApproval, m.getApproval))
 	mcp.AddTool(m.srv, &mcp.Tool{Name: toolJournalTail, Annotations: withTitle(viewOnly, "Read the journal"),
 		Description: "The newest events of the journal, the hash-chained record of every judgement, approval and act, oldest first."},
-		m.journalTail)
+		guard(m, toolJournalTail, m.journalTail))
 	m.srv.AddResource(&mcp.Resource{URI: "shadowgate://journal/newest", Name: "journal", Title: "The journal's newest events",
-		MIMEType: "application/json", Description: "The newest 50 events of the journal, oldest first."}, m.journalResource)
+		MIMEType: "application/json", Description: "The newest 50 events of the journal, oldest first."}, guardResource(m, m.journalResource))
 	m.srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "shadowgate://devices/{id}", Name: "device", Title: "A device's state",
-		MIMEType: "application/json", Description: "A device's capabilities with their latest readings, receipts, locks and alarms."}, m.deviceResource)
+		MIMEType: "application/json", Description: "A device's capabilities with their latest readings, receipts, locks and alarms."}, guardResource(m, m.deviceResource))
 	var uris []string
 	for _, d := range m.web.eng.Devices() {
 		uri := "shadowgate://devices/" + url.PathEscape(d.ID)
 		uris = append(uris, uri)
 		m.srv.AddResource(&mcp.Resource{URI: uri, Name: "device " + d.ID, Title: d.ID + " (" + d.Area + ")", MIMEType: "application/json"},
-			m.deviceResource)
+			guardResource(m, m.deviceResource))
 	}
 	m.mu.Lock()
 	gone := slices.DeleteFunc(m.deviceURIs, func(u string) bool { return slices.Contains(uris, u) })
@@ -263,6 +264,34 @@ func (m *mcpSurface) refresh() {
 	m.mu.Unlock()
 	if len(gone) > 0 {
 		m.srv.RemoveResources(gone...)
+	}
+}
+
+// guard makes a panic in a tool a tool error with an error id, logged
+// with the detail, for the SDK runs a handler on a goroutine of its own
+// without recovering: a panic would stop the gateway.
+func guard[In any](m *mcpSurface, tool string, h mcp.ToolHandlerFor[In, any]) mcp.ToolHandlerFor[In, any] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, out any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				pe := command.Internal(m.web.log, "internal error", fmt.Errorf("mcp tool %s: panic: %v", tool, p), "tool", tool)
+				res, out, err = nil, nil, fmt.Errorf("%s (error id %s)", pe.Message, pe.ID)
+			}
+		}()
+		return h(ctx, req, in)
+	}
+}
+
+// guardResource is guard for a resource's handler.
+func guardResource(m *mcpSurface, h mcp.ResourceHandler) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (res *mcp.ReadResourceResult, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				pe := command.Internal(m.web.log, "internal error", fmt.Errorf("mcp resource %s: panic: %v", req.Params.URI, p))
+				res, err = nil, fmt.Errorf("%s (error id %s)", pe.Message, pe.ID)
+			}
+		}()
+		return h(ctx, req)
 	}
 }
 
