@@ -5,6 +5,7 @@
 //	shadowgate journal verify|export|tail|backup|restore   read, copy and restore the journal
 //	shadowgate approvals list|approve|deny   answer approvals through the API
 //	shadowgate opcua trust|browse URL        an OPC-UA server's certificate and nodes
+//	shadowgate mcp                           serve MCP on stdio, bridged to the gateway's /mcp
 //	shadowgate hash-password | hash-token    make secrets for the configuration
 //	shadowgate version                       print the version
 //
@@ -65,6 +66,7 @@ commands:
   journal verify|export|tail|backup|restore     read, copy and restore the journal (shadowgate journal help)
   approvals list|approve|deny [flags]           answer approvals through the API
   opcua trust|browse URL [NODE]                 an OPC-UA server's certificate and address space
+  mcp [--url URL] [--token-file F]              serve MCP to an agent host on stdio, through the gateway's /mcp
   hash-password                                 bcrypt a password read from standard input
   hash-token                                    make an API token and the hash to configure
   version                                       print the version
@@ -86,6 +88,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return approvalsCmd(args[1:], stdin, stdout, stderr)
 	case "opcua":
 		return opcuaCmd(args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCmd(args[1:], stdin, stdout, stderr)
 	case "hash-password":
 		return hashPassword(stdin, stdout, stderr)
 	case "hash-token":
