@@ -18,7 +18,9 @@
 //	alarms/<id>                 out   retained while the alarm stands (active or unacknowledged): the alarm; empty once normal
 //	checkpoints                 out   retained: the newest signed checkpoint
 //	receipts/<device>/<cap>     out   the uplink only: every actuation's receipt
-//	status                      out   reserved for the gateway
+//	status                      out   retained: "online" while the gateway serves, "offline" as it stops
+//	ha/<device>/<capability>    out   retained, with Home Assistant discovery on: the believed state, plain
+//	ha/<device>/<cap>/outcome   out   retained, with Home Assistant discovery on: an actuator's last outcome
 //
 // The command id is the idempotency key: a QoS 1 redelivery or a retry
 // gets the first outcome, never a second act. Outcomes are acted,

@@ -71,12 +71,13 @@ func (r Route) ReplyTopic() string {
 }
 
 // outputs are the first levels of the topics only the gateway publishes.
-var outputs = []string{"state", "reply", "events", "approvals", "alarms", "status", "checkpoints"}
+var outputs = []string{"state", "reply", "events", "approvals", "alarms", "status", "checkpoints", "ha"}
 
 // IsOutput reports whether rel, a topic relative to the prefix, is one
 // only the gateway publishes (state/, reply/, events, approvals/, alarms/,
-// status, checkpoints): no client may publish there, directly, by a will,
-// by a retained message or through a v5 Response Topic.
+// status, checkpoints, and ha/, Home Assistant's state and outcomes): no
+// client may publish there, directly, by a will, by a retained message or
+// through a v5 Response Topic.
 func IsOutput(rel string) bool {
 	first, _, _ := strings.Cut(rel, "/")
 	return slices.Contains(outputs, first)

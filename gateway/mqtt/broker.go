@@ -50,6 +50,14 @@ type Options struct {
 	Logger         *slog.Logger
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
+	// HomeAssistant, if set, announces every capability to Home Assistant
+	// by MQTT discovery. Nil announces nothing.
+	HomeAssistant *HomeAssistant
+	// HomeAssistantRecord is the file where the broker lists the discovery
+	// topics it announced, so that a later start removes the entities of
+	// devices that are gone, and all of them once HomeAssistant is nil.
+	// Empty keeps no record.
+	HomeAssistantRecord string
 }
 
 func (o *Options) setDefaults() {
@@ -210,14 +218,24 @@ func (b *Broker) Run(ctx context.Context) error {
 	since := b.eng.RestoredSeq()
 	fold := command.NewFold(b.eng)
 	b.publishInitial(b.ctx, fold)
+	ha := b.startHA()
+	// The birth message: the gateway serves. It says offline as it stops.
+	if err := b.srv.Publish(b.opts.Prefix+TopicStatus, []byte("online"), true, 1); err != nil {
+		b.log.Warn("mqtt publish failed", "topic", TopicStatus, "error", err)
+	}
 	if err := b.srv.Serve(); err != nil {
 		return fmt.Errorf("serving mqtt: %w", err)
 	}
 	b.log.Info("mqtt broker serving", "tcp", b.Addr("tcp"), "tls", b.Addr("tls"), "ws", b.Addr("ws"), "prefix", b.opts.Prefix)
-	b.spawn(func() { b.follow(b.ctx, fold, since) })
+	b.spawn(func() { b.follow(b.ctx, fold, ha, since) })
 	b.spawn(func() { b.flushFailures(b.ctx) })
 	b.answerParked()
 	<-b.ctx.Done()
+	// Subscribers still connected hear it before they are closed; the
+	// retained message says so to whoever bridges this broker.
+	if err := b.srv.Publish(b.opts.Prefix+TopicStatus, []byte("offline"), true, 1); err != nil {
+		b.log.Warn("mqtt publish failed", "topic", TopicStatus, "error", err)
+	}
 	err := b.shutdown()
 	b.mu.Lock()
 	b.stopping = true

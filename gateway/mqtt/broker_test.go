@@ -54,6 +54,9 @@ type gwOptions struct {
 	logger     *slog.Logger
 	// wrap, if set, stands between the broker's commands and the engine.
 	wrap func(command.Engine) command.Engine
+	// ha and haRecord turn on Home Assistant discovery.
+	ha       *HomeAssistant
+	haRecord string
 }
 
 func hash(t testing.TB, pw string) []byte {
@@ -109,6 +112,10 @@ func testEngine(t testing.TB, dir string) (*runtime.Engine, *devicetest.Driver, 
 		// gateway's own rules must still hold.
 		{Name: "carl", Role: access.Operator, Hash: hash(t, "carl-password"),
 			Publish: []string{"#"}, Subscribe: []string{"#"}},
+		// hass is Home Assistant: it commands, says it is online, and reads
+		// the discovery configs and the gateway's topics.
+		{Name: "hass", Role: access.Operator, Hash: hash(t, "hass-password"),
+			Publish: []string{prefix + "cmd/#", "homeassistant/status"}, Subscribe: []string{"homeassistant/#", prefix + "#"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +128,7 @@ func startGW(t testing.TB, o gwOptions) *testGW {
 	eng, g, j, users := testEngine(t, o.dir)
 	opts := Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, Anonymous: o.anonymous,
 		CommandBurst: o.burst, CommandsPerMinute: o.perMinute, MaxPayload: 4096, TLS: o.tls, WebsocketListen: o.websocket, MaxClients: o.maxClients,
-		Logger: o.logger}
+		Logger: o.logger, HomeAssistant: o.ha, HomeAssistantRecord: o.haRecord}
 	if o.tls != nil {
 		opts.TLSListen = "127.0.0.1:0"
 	}

@@ -19,7 +19,7 @@
 // ACL is a list of topic filters to publish and to subscribe; an operator
 // or above may publish commands by default, and everyone may subscribe
 // under the prefix. No client may publish on the output topics (state/,
-// reply/, events, approvals/, alarms/, status, checkpoints): a publish
+// reply/, events, approvals/, alarms/, status, checkpoints, ha/): a publish
 // there is dropped and counted. A will is judged at connect time by the
 // same ACL, may name neither an output topic nor a command topic (a will
 // would command at a time nobody chose, unjudged), and a client whose will
@@ -27,4 +27,11 @@
 // belongs to the user whose session holds it: another user connecting with
 // it is refused (v5 0x85, v3 "identifier rejected"), neither taking the
 // session nor kicking its client off.
+//
+// The broker publishes "online" on status, retained, as it starts serving,
+// and "offline" as it stops. With Options.HomeAssistant it announces every
+// capability to Home Assistant by MQTT discovery (see HomeAssistant): the
+// entities command on the governed cmd/ topics and read ha/<device>/<cap>,
+// which carries only what the gateway believes, and ha/<device>/<cap>/outcome,
+// an actuator's last outcome.
 package mqtt

@@ -22,15 +22,18 @@ func (b *Broker) publishInitial(ctx context.Context, f *command.Fold) {
 }
 
 // follow publishes every journal event after since on the events topic,
-// and keeps the retained state, approvals and alarms up to date, until ctx
-// ends.
-func (b *Broker) follow(ctx context.Context, f *command.Fold, since uint64) {
+// and keeps the retained state, approvals and alarms up to date, and Home
+// Assistant's state and outcomes when ha is not nil, until ctx ends.
+func (b *Broker) follow(ctx context.Context, f *command.Fold, ha *haFold, since uint64) {
 	err := b.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
 		msgs, err := f.Apply(ev)
 		if err != nil {
 			b.log.Warn("mqtt event not published in full", "journal_seq", ev.Seq, "kind", ev.Kind, "error", err)
 		}
 		b.publishAll(msgs)
+		if ha != nil {
+			b.publishHA(ha.apply(ev))
+		}
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {

@@ -1,0 +1,172 @@
+package mqtt
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// haBirthSubscription is the inline subscription id of Home Assistant's
+// birth topic.
+const haBirthSubscription = 7001
+
+// haAnnouncer announces the gateway to Home Assistant and removes what it
+// announced before and no longer has. Its goroutine (announce) is owned by
+// the broker's wait group and ends with the broker's context.
+type haAnnouncer struct {
+	b *Broker
+	// configs are the discovery configs by topic, in order.
+	topics  []string
+	configs map[string][]byte
+	// gone are the topics announced by an earlier start that nothing
+	// announces now: each birth of Home Assistant clears them again, since
+	// the Home Assistant that saw them may not have been connected when
+	// they were first cleared.
+	gone []string
+	// births wakes announce when Home Assistant says it is online.
+	births chan struct{}
+}
+
+// newHAAnnouncer builds the discovery configs and reads what an earlier
+// start announced. It returns nil when there is nothing to do: the
+// integration is off and nothing was ever announced.
+func (b *Broker) newHAAnnouncer() *haAnnouncer {
+	a := &haAnnouncer{b: b, configs: map[string][]byte{}, births: make(chan struct{}, 1)}
+	if ha := b.opts.HomeAssistant; ha != nil {
+		for _, e := range b.haEntities() {
+			payload, err := json.Marshal(e.config)
+			if err != nil {
+				b.log.Error("home assistant config not encoded", "entity", e.id, "error", err)
+				continue
+			}
+			t := e.topic(ha.Prefix)
+			a.topics = append(a.topics, t)
+			a.configs[t] = payload
+		}
+	}
+	recorded, err := readHARecord(b.opts.HomeAssistantRecord)
+	if err != nil {
+		b.log.Warn("home assistant record unreadable; entities of removed devices stay in home assistant", "error", err)
+	}
+	for _, t := range recorded {
+		if _, ok := a.configs[t]; !ok {
+			a.gone = append(a.gone, t)
+		}
+	}
+	if len(a.topics) == 0 && len(a.gone) == 0 {
+		return nil
+	}
+	keep := append(slices.Clone(a.topics), a.gone...)
+	if len(keep) > maxRecorded {
+		keep = keep[:maxRecorded]
+	}
+	if !slices.Equal(keep, recorded) {
+		if err := writeHARecord(b.opts.HomeAssistantRecord, keep); err != nil {
+			b.log.Warn("home assistant record not written", "error", err)
+		}
+	}
+	return a
+}
+
+// births are the topics Home Assistant announces itself on: its prefix's
+// status, for the prefix in force and those of removed entities.
+func (a *haAnnouncer) birthTopics() []string {
+	var out []string
+	add := func(config string) {
+		// <prefix>/<component>/<object id>/config
+		parts := strings.Split(config, "/")
+		if len(parts) < 4 {
+			return
+		}
+		t := strings.Join(parts[:len(parts)-3], "/") + "/status"
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	if ha := a.b.opts.HomeAssistant; ha != nil {
+		out = append(out, ha.Prefix+"/status")
+	}
+	for _, t := range a.gone {
+		add(t)
+	}
+	return out
+}
+
+// publish publishes every config, retained, and clears the removed ones.
+func (a *haAnnouncer) publish() {
+	for _, t := range a.topics {
+		if err := a.b.srv.Publish(t, a.configs[t], true, 1); err != nil {
+			a.b.log.Warn("home assistant config not published", "topic", t, "error", err)
+		}
+	}
+	for _, t := range a.gone {
+		if err := a.b.srv.Publish(t, nil, true, 1); err != nil {
+			a.b.log.Warn("home assistant removal not published", "topic", t, "error", err)
+		}
+	}
+}
+
+// listen subscribes to Home Assistant's birth topics: on "online", the
+// configs are published again, as Home Assistant asks of an integration
+// whose entities it may have lost.
+func (a *haAnnouncer) listen() {
+	for _, t := range a.birthTopics() {
+		err := a.b.srv.Subscribe(t, haBirthSubscription, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
+			if string(pk.Payload) != "online" {
+				return
+			}
+			select { // runs in the publisher's goroutine: never block it
+			case a.births <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			a.b.log.Warn("home assistant birth topic not followed", "topic", t, "error", err)
+		}
+	}
+}
+
+// announce publishes the configs again on every birth of Home Assistant
+// until ctx ends. It runs in the broker's wait group.
+func (a *haAnnouncer) announce(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.births:
+			a.b.log.Info("home assistant is online; announcing the gateway again", "entities", len(a.topics), "removed", len(a.gone))
+			a.publish()
+		}
+	}
+}
+
+// publishHA publishes the integration's retained messages.
+func (b *Broker) publishHA(msgs []haMessage) {
+	for _, m := range msgs {
+		if err := b.srv.Publish(b.opts.Prefix+m.topic, m.payload, true, 1); err != nil {
+			b.log.Warn("mqtt publish failed", "topic", m.topic, "error", err)
+		}
+	}
+}
+
+// startHA announces the gateway to Home Assistant and publishes the state
+// and outcomes it starts from. It returns the fold that the journal's
+// follower keeps up to date, or nil when the integration is off.
+func (b *Broker) startHA() *haFold {
+	a := b.newHAAnnouncer()
+	if a != nil {
+		a.publish()
+		a.listen()
+		b.spawn(func() { a.announce(b.ctx) })
+	}
+	if b.opts.HomeAssistant == nil {
+		return nil
+	}
+	f := newHAFold(b.opts.HomeAssistant.Devices)
+	b.publishHA(f.snapshot(b.eng))
+	return f
+}

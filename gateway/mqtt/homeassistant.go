@@ -1,0 +1,345 @@
+package mqtt
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+// HomeAssistant configures Home Assistant's MQTT discovery on the broker.
+// Every capability of every device is announced, retained, as an entity of
+// one Home Assistant device per Shadowgate device: a sensor as a sensor or
+// binary_sensor, a bool actuator as a switch, a number as a number, an enum
+// as a select, a string as a text; and beside each actuator a sensor that
+// says its last outcome. An entity's command topic is the governed
+// cmd/<device>/<capability>, so Home Assistant's commands are judged and
+// journaled like any other, as its MQTT user; its state topic carries only
+// what the gateway believes (a good reading, or an act the world
+// confirmed), never what was merely asked for.
+type HomeAssistant struct {
+	// Prefix is Home Assistant's discovery prefix. Default "homeassistant".
+	Prefix string
+	// GatewayID names the gateway in identifiers: "sg_<id>". Default the
+	// broker's topic prefix with its slashes as underscores.
+	GatewayID string
+	// Devices are the devices to announce: the configured ones, online or
+	// not, so that an offline device is an unavailable entity, not a
+	// missing one.
+	Devices []devices.Device
+	// Models names each device's model by id (its driver's type). A device
+	// without one is a "Shadowgate device".
+	Models map[string]string
+	// Classes sets the device class of a capability, by
+	// "device.capability", over the one its unit suggests. Each must pass
+	// CheckDeviceClass.
+	Classes map[string]string
+	// ConsoleURL is the console's address as Home Assistant's users reach
+	// it ("http://gateway.local:8080"); each device's configuration_url is
+	// its page there, and the gateway's the console. Empty leaves it out.
+	ConsoleURL string
+}
+
+// The topics of the Home Assistant integration, relative to the broker's
+// prefix. They are output topics: no client may publish there.
+const (
+	// TopicStatus is the gateway's availability, retained: "online" while
+	// it serves, "offline" as it stops.
+	TopicStatus = "status"
+)
+
+// HAStateTopic carries, retained, what the gateway believes of a
+// capability as Home Assistant reads it: "ON"/"OFF" for a bool, a number
+// in plain decimal, the text of an enum or a string.
+func HAStateTopic(device, capability string) string { return "ha/" + device + "/" + capability }
+
+// HAOutcomeTopic carries, retained, the last outcome of an actuator's
+// commands as JSON: {"outcome": "pending approval apr-…", ...}.
+func HAOutcomeTopic(device, capability string) string {
+	return "ha/" + device + "/" + capability + "/outcome"
+}
+
+// haEntity is one discovery config.
+type haEntity struct {
+	component string
+	id        string // unique_id and object_id
+	config    map[string]any
+}
+
+func (e haEntity) topic(prefix string) string {
+	return prefix + "/" + e.component + "/" + e.id + "/config"
+}
+
+// haID joins parts into an id of [A-Za-z0-9_-], as Home Assistant's
+// object ids must be: "_" between parts, "__" for an underscore within
+// one. Every part begins with a letter or digit (device ids and
+// capability names do), so that two lists of parts never give one id.
+func haID(parts ...string) string {
+	esc := make([]string, len(parts))
+	for i, p := range parts {
+		var b strings.Builder
+		for _, r := range p {
+			switch {
+			case r == '_':
+				b.WriteString("__")
+			case r == '-' || r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'):
+				b.WriteRune(r)
+			default:
+				b.WriteString("-" + strconv.FormatInt(int64(r), 16) + "-")
+			}
+		}
+		esc[i] = b.String()
+	}
+	return strings.Join(esc, "_")
+}
+
+// title makes a capability name an entity name: "air_temp" -> "Air temp".
+func title(s string) string {
+	s = strings.NewReplacer("_", " ", "-", " ").Replace(s)
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// haVersion is the gateway's version for the origin and the gateway
+// device, from the build, or "".
+func haVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return ""
+}
+
+// haEntities are the discovery configs of everything the gateway
+// announces, the gateway's own first, then each device's capabilities in
+// the order of the configuration. envelope gives an actuator's envelope.
+func (b *Broker) haEntities() []haEntity {
+	ha := b.opts.HomeAssistant
+	gw := haID("sg", ha.GatewayID)
+	avail := []map[string]any{{"topic": b.opts.Prefix + TopicStatus, "payload_available": "online", "payload_not_available": "offline"}}
+	origin := map[string]any{"name": "Shadowgate"}
+	gwDev := map[string]any{"identifiers": []string{gw}, "name": "Shadowgate " + ha.GatewayID, "manufacturer": "Shadowgate",
+		"model": "Shadowgate gateway"}
+	if v := haVersion(); v != "" {
+		origin["sw_version"], gwDev["sw_version"] = v, v
+	}
+	if ha.ConsoleURL != "" {
+		gwDev["configuration_url"] = ha.ConsoleURL
+	}
+	statusID := haID("sg", ha.GatewayID, "status")
+	out := []haEntity{{component: "binary_sensor", id: statusID, config: map[string]any{
+		"name": "Gateway", "unique_id": statusID, "state_topic": b.opts.Prefix + TopicStatus, "payload_on": "online", "payload_off": "offline",
+		"device_class": "connectivity", "entity_category": "diagnostic", "device": gwDev, "origin": origin,
+	}}}
+	for _, d := range ha.Devices {
+		model := ha.Models[d.ID]
+		if model == "" {
+			model = "Shadowgate device"
+		}
+		dev := map[string]any{"identifiers": []string{haID("sg", ha.GatewayID, d.ID)}, "name": d.ID, "manufacturer": "Shadowgate",
+			"model": model, "via_device": gw}
+		if d.Area != "" {
+			dev["suggested_area"] = d.Area[strings.LastIndex(d.Area, "/")+1:]
+		}
+		if ha.ConsoleURL != "" {
+			dev["configuration_url"] = ha.ConsoleURL + "/devices/" + url.PathEscape(d.ID)
+		}
+		for _, c := range d.Capabilities {
+			base := func(id string, name string) map[string]any {
+				return map[string]any{"name": name, "unique_id": id, "availability": avail, "device": dev, "origin": origin,
+					"json_attributes_topic": b.opts.Prefix + "state/" + d.ID + "/" + c.Name}
+			}
+			id := haID("sg", ha.GatewayID, d.ID, c.Name)
+			cfg := base(id, title(c.Name))
+			cfg["state_topic"] = b.opts.Prefix + HAStateTopic(d.ID, c.Name)
+			component := b.haComponent(d, c, cfg)
+			out = append(out, haEntity{component: component, id: id, config: cfg})
+			if c.Kind != devices.KindActuator {
+				continue
+			}
+			oid := haID("sg", ha.GatewayID, d.ID, c.Name, "outcome")
+			ocfg := base(oid, title(c.Name)+" outcome")
+			ocfg["state_topic"] = b.opts.Prefix + HAOutcomeTopic(d.ID, c.Name)
+			ocfg["json_attributes_topic"] = ocfg["state_topic"]
+			ocfg["value_template"] = "{{ value_json.outcome }}"
+			ocfg["icon"] = "mdi:gavel"
+			out = append(out, haEntity{component: "sensor", id: oid, config: ocfg})
+		}
+	}
+	return out
+}
+
+// haComponent fills in what the component of a capability needs, and
+// returns the component.
+func (b *Broker) haComponent(d devices.Device, c devices.Capability, cfg map[string]any) string {
+	class := b.opts.HomeAssistant.Classes[d.ID+"."+c.Name]
+	if c.Kind != devices.KindActuator {
+		switch c.Type {
+		case value.TypeBool:
+			cfg["payload_on"], cfg["payload_off"] = "ON", "OFF"
+			if class != "" {
+				cfg["device_class"] = class
+			}
+			return "binary_sensor"
+		case value.TypeNumber:
+			if class == "" {
+				class = haClassFor(c)
+			}
+			if class != "" {
+				cfg["device_class"] = class
+			}
+			if c.Unit != "" {
+				cfg["unit_of_measurement"] = c.Unit
+			}
+			cfg["state_class"] = haStateClass(class)
+			if c.Poll > 0 {
+				// A reading that stops coming shows as unavailable, not as
+				// the last value for ever: three polls missed.
+				cfg["expire_after"] = max(1, int(3*c.Poll.Seconds()))
+			}
+		case value.TypeEnum:
+			cfg["device_class"], cfg["options"] = "enum", slices.Clone(c.Enum)
+		}
+		return "sensor"
+	}
+	cfg["command_topic"] = b.opts.Prefix + "cmd/" + d.ID + "/" + c.Name
+	cfg["retain"] = false
+	switch c.Type {
+	case value.TypeBool:
+		// Home Assistant sends payload_on or payload_off: a bare JSON bool
+		// is a command of the protocol.
+		cfg["payload_on"], cfg["payload_off"] = "true", "false"
+		cfg["state_on"], cfg["state_off"] = "ON", "OFF"
+		cfg["optimistic"] = false
+		if class != "" {
+			cfg["device_class"] = class
+		}
+		return "switch"
+	case value.TypeNumber:
+		lo, hi, step, bounded := -1e9, 1e9, 0.0, false
+		if p, ok := b.eng.Policy(d.ID, c.Name); ok && p.Envelope != nil {
+			env := p.Envelope
+			if env.HasMin {
+				lo = env.Min
+			}
+			if env.HasMax {
+				hi = env.Max
+			}
+			bounded = env.HasMin && env.HasMax
+			step = env.Step
+		}
+		// Home Assistant takes no step under 0.001; the envelope still
+		// refuses a value off its own steps.
+		cfg["min"], cfg["max"], cfg["step"] = lo, hi, max(step, 0.001)
+		if !bounded {
+			cfg["mode"] = "box"
+		}
+		if c.Unit != "" {
+			cfg["unit_of_measurement"] = c.Unit
+		}
+		if class != "" {
+			cfg["device_class"] = class
+		}
+		cfg["optimistic"] = false
+		return "number"
+	case value.TypeEnum:
+		// A select sends the option's text; the protocol takes a JSON string.
+		cfg["options"] = slices.Clone(c.Enum)
+		cfg["command_template"] = "{{ value | to_json }}"
+		cfg["optimistic"] = false
+		return "select"
+	}
+	cfg["command_template"] = "{{ value | to_json }}"
+	cfg["max"] = min(255, value.MaxStringLen)
+	return "text"
+}
+
+// haValue is a value as Home Assistant's state topic carries it.
+func haValue(v value.Value) []byte {
+	switch v.Type {
+	case value.TypeBool:
+		if v.Bool {
+			return []byte("ON")
+		}
+		return []byte("OFF")
+	case value.TypeNumber:
+		return strconv.AppendFloat(nil, v.Num, 'f', -1, 64)
+	}
+	return []byte(v.Text)
+}
+
+// haRecord is the file that lists the discovery topics the gateway has
+// announced, so that a later start removes the entities of devices that
+// are gone (and all of them when the integration is turned off).
+type haRecord struct {
+	Topics []string `json:"topics"`
+}
+
+// maxRecorded bounds the topics a record keeps.
+const maxRecorded = 1 << 14
+
+func readHARecord(path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the home assistant record: %w", err)
+	}
+	var r haRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("reading the home assistant record %s: %w", path, err)
+	}
+	return r.Topics, nil
+}
+
+// writeHARecord replaces the record atomically; no topics removes it.
+func writeHARecord(path string, topics []string) error {
+	if path == "" {
+		return nil
+	}
+	if len(topics) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the home assistant record: %w", err)
+		}
+		return nil
+	}
+	data, err := json.Marshal(haRecord{Topics: topics})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".homeassistant-*")
+	if err != nil {
+		return fmt.Errorf("writing the home assistant record: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("writing the home assistant record: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("writing the home assistant record: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing the home assistant record: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing the home assistant record: %w", err)
+	}
+	return nil
+}

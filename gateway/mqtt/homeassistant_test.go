@@ -1,0 +1,386 @@
+package mqtt
+
+// Home Assistant discovery, met by the clients Home Assistant would be: a
+// paho client as Home Assistant's MQTT user (subscribing to the discovery
+// prefix, saying it is online, commanding a switch), and mosquitto_sub.
+// No Home Assistant runs here; the configs are checked against the schema
+// of each component in haschema_test.go.
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/gateway/command"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+// haOptions announces the test greenhouse (tank-1, valve-1, heater-1).
+func haOptions(devs []devices.Device) *HomeAssistant {
+	return &HomeAssistant{Prefix: "homeassistant", GatewayID: "test", Devices: devs,
+		Models: map[string]string{"tank-1": "sim"}, ConsoleURL: "http://gateway.test:8080"}
+}
+
+// discovery collects the retained configs on homeassistant/# until it has
+// want of them, or fails at the deadline.
+func discovery(t *testing.T, ch <-chan paho.Message, want int) map[string][]byte {
+	t.Helper()
+	got := map[string][]byte{}
+	deadline := time.After(15 * time.Second)
+	for len(got) < want {
+		select {
+		case m := <-ch:
+			if strings.HasSuffix(m.Topic(), "/config") {
+				got[m.Topic()] = m.Payload()
+			}
+		case <-deadline:
+			t.Fatalf("%d discovery configs arrived, want %d: %v", len(got), want, slices.Sorted(mapsKeys(got)))
+		}
+	}
+	return got
+}
+
+func mapsKeys(m map[string][]byte) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// waitFor reads ch until a message on topic satisfies ok, or fails at the
+// deadline; it returns that message and the others it read on the way.
+func waitFor(t *testing.T, ch <-chan paho.Message, topic, what string, ok func([]byte) bool) []paho.Message {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	var seen []paho.Message
+	for {
+		select {
+		case m := <-ch:
+			seen = append(seen, m)
+			if m.Topic() == topic && ok(m.Payload()) {
+				return seen
+			}
+		case <-deadline:
+			var last []string
+			for _, m := range seen {
+				last = append(last, m.Topic()+"="+string(m.Payload()))
+			}
+			t.Fatalf("no %s on %s; saw %v", what, topic, last)
+		}
+	}
+}
+
+func outcomeIs(prefix string) func([]byte) bool {
+	return func(p []byte) bool {
+		var o haOutcome
+		return json.Unmarshal(p, &o) == nil && strings.HasPrefix(o.Outcome, prefix)
+	}
+}
+
+func TestHomeAssistantDiscoveryMeetsTheSchema(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	hass := gw.mustClient("hass", "hass-password")
+	// The gateway device's status, and per device: tank-1's level; valve-1
+	// and heater-1 each a switch and its outcome sensor.
+	configs := discovery(t, subscribe(t, hass, "homeassistant/#"), 6)
+	byComponent := map[string]int{}
+	ids := map[string]bool{}
+	states := map[string]bool{}
+	for topic, payload := range configs {
+		component, cfg, bad := haConfigProblems("homeassistant", topic, payload)
+		for _, b := range bad {
+			t.Errorf("%s: %s\n%s", topic, b, payload)
+		}
+		if cfg == nil {
+			continue
+		}
+		byComponent[component]++
+		id, _ := cfg["unique_id"].(string)
+		if ids[id] {
+			t.Errorf("unique_id %s is given twice", id)
+		}
+		ids[id] = true
+		// Every topic names something that exists: the status topic, a
+		// capability's state, outcome or command topic.
+		for k, v := range cfg {
+			s, _ := v.(string)
+			if !strings.HasSuffix(k, "_topic") {
+				continue
+			}
+			rel, under := strings.CutPrefix(s, prefix)
+			if !under {
+				t.Errorf("%s: %s = %s is not one of the gateway's topics", topic, k, s)
+				continue
+			}
+			r := command.ParseRoute(rel)
+			parts := strings.Split(rel, "/")
+			switch {
+			case k == "command_topic":
+				if _, c, ok := gw.eng.Capability(r.Device, r.Capability); r.Kind != "cmd" || !ok || c.Kind != devices.KindActuator {
+					t.Errorf("%s: command_topic %s is not an actuator's cmd/ topic", topic, s)
+				}
+			case rel == TopicStatus:
+			case parts[0] == "state" && len(parts) == 3, parts[0] == "ha" && (len(parts) == 3 || len(parts) == 4 && parts[3] == "outcome"):
+				if _, _, ok := gw.eng.Capability(parts[1], parts[2]); !ok {
+					t.Errorf("%s: %s %s names no capability", topic, k, s)
+				}
+				if k == "state_topic" {
+					states[s] = true
+				}
+			default:
+				t.Errorf("%s: %s = %s is no topic the gateway publishes", topic, k, s)
+			}
+		}
+		avail, _ := cfg["availability"].([]any)
+		for _, a := range avail {
+			if a.(map[string]any)["topic"] != prefix+TopicStatus {
+				t.Errorf("%s: availability %v is not the gateway's status", topic, a)
+			}
+		}
+		if dev, _ := cfg["device"].(map[string]any); component != "binary_sensor" && dev["via_device"] != "sg_test" {
+			t.Errorf("%s: via_device = %v, want the gateway sg_test", topic, dev["via_device"])
+		}
+	}
+	if want := map[string]int{"binary_sensor": 1, "sensor": 3, "switch": 2}; !mapsEqual(byComponent, want) {
+		t.Errorf("components = %v, want %v", byComponent, want)
+	}
+	// The availability topic holds the birth message.
+	st := subscribe(t, hass, prefix+TopicStatus)
+	if m := next(t, st, "the status"); string(m.Payload()) != "online" || !m.Retained() {
+		t.Errorf("status = %q (retained %v), want a retained online", m.Payload(), m.Retained())
+	}
+	// A reading reaches the state topic Home Assistant reads, as a plain
+	// number; tank-1 is read through the governed path.
+	if !states[prefix+HAStateTopic("tank-1", "level")] {
+		t.Fatalf("no config reads %s", HAStateTopic("tank-1", "level"))
+	}
+	level := subscribe(t, hass, prefix+HAStateTopic("tank-1", "level"))
+	alice := gw.mustClient("alice", "alice-password")
+	publish(t, alice, prefix+"cmd/tank-1/level", 1, "")
+	m := next(t, level, "tank-1's level")
+	var f float64
+	if err := json.Unmarshal(m.Payload(), &f); err != nil {
+		t.Errorf("tank-1's level on its state topic = %q: %v", m.Payload(), err)
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHomeAssistantEveryKindOfCapability checks the configs of every
+// kind and type of capability against the schema, and what each says.
+func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
+	eng, _, j, users := testEngine(t, "")
+	t.Cleanup(func() { _ = j.Close() })
+	num := func(name, unit string, kind devices.Kind) devices.Capability {
+		return devices.Capability{Name: name, Kind: kind, Type: value.TypeNumber, Unit: unit, Poll: 10 * time.Second}
+	}
+	devs := []devices.Device{
+		{ID: "probe_1", Area: "site/hall", Capabilities: []devices.Capability{
+			num("temp", "°C", devices.KindSensor), num("air_humidity", "%", devices.KindSensor), num("flow", "L/min", devices.KindSensor),
+			num("count", "", devices.KindSensor), num("meter", "L", devices.KindSensor),
+			{Name: "leak", Kind: devices.KindSensor, Type: value.TypeBool},
+			{Name: "state", Kind: devices.KindSensor, Type: value.TypeEnum, Enum: []string{"idle", "run"}},
+			{Name: "label", Kind: devices.KindSensor, Type: value.TypeString},
+		}},
+		{ID: "plc-2", Capabilities: []devices.Capability{
+			{Name: "setpoint", Kind: devices.KindActuator, Type: value.TypeNumber, Unit: "°C"},
+			{Name: "program", Kind: devices.KindActuator, Type: value.TypeEnum, Enum: []string{"auto", "manual", "off"}},
+			{Name: "note", Kind: devices.KindActuator, Type: value.TypeString},
+			{Name: "relay", Kind: devices.KindActuator, Type: value.TypeBool},
+		}},
+	}
+	ha := haOptions(devs)
+	ha.Classes = map[string]string{"probe_1.meter": "water", "probe_1.leak": "moisture", "plc-2.relay": "outlet"}
+	b, err := New(eng, Options{Prefix: prefix, Users: users, HomeAssistant: ha})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]any{}
+	for _, e := range b.haEntities() {
+		payload, err := json.Marshal(e.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, cfg, bad := haConfigProblems("homeassistant", e.topic("homeassistant"), payload)
+		for _, p := range bad {
+			t.Errorf("%s: %s\n%s", e.topic("homeassistant"), p, payload)
+		}
+		got[e.topic("homeassistant")] = cfg
+	}
+	want := map[string]map[string]any{
+		"homeassistant/sensor/sg_test_probe__1_temp/config":          {"device_class": "temperature", "unit_of_measurement": "°C", "state_class": "measurement"},
+		"homeassistant/sensor/sg_test_probe__1_air__humidity/config": {"device_class": "humidity", "unit_of_measurement": "%"},
+		"homeassistant/sensor/sg_test_probe__1_flow/config":          {"device_class": "volume_flow_rate", "unit_of_measurement": "L/min"},
+		"homeassistant/sensor/sg_test_probe__1_count/config":         {"state_class": "measurement", "device_class": nil, "unit_of_measurement": nil},
+		"homeassistant/sensor/sg_test_probe__1_meter/config":         {"device_class": "water", "state_class": "total_increasing"},
+		"homeassistant/binary_sensor/sg_test_probe__1_leak/config":   {"device_class": "moisture", "payload_on": "ON"},
+		"homeassistant/sensor/sg_test_probe__1_state/config":         {"device_class": "enum", "options": []any{"idle", "run"}},
+		"homeassistant/sensor/sg_test_probe__1_label/config":         {"device_class": nil},
+		"homeassistant/number/sg_test_plc-2_setpoint/config":         {"mode": "box", "unit_of_measurement": "°C", "command_topic": prefix + "cmd/plc-2/setpoint"},
+		"homeassistant/select/sg_test_plc-2_program/config":          {"options": []any{"auto", "manual", "off"}, "command_template": "{{ value | to_json }}"},
+		"homeassistant/text/sg_test_plc-2_note/config":               {"command_topic": prefix + "cmd/plc-2/note"},
+		"homeassistant/switch/sg_test_plc-2_relay/config":            {"device_class": "outlet", "payload_on": "true", "state_on": "ON", "optimistic": false},
+		"homeassistant/sensor/sg_test_plc-2_relay_outcome/config":    {"state_topic": prefix + "ha/plc-2/relay/outcome"},
+	}
+	for topic, keys := range want {
+		cfg, ok := got[topic]
+		if !ok {
+			t.Errorf("no config on %s", topic)
+			continue
+		}
+		for k, v := range keys {
+			gotV, has := cfg[k]
+			if v == nil && has || v != nil && !jsonEqual(gotV, v) {
+				t.Errorf("%s: %s = %v, want %v", topic, k, gotV, v)
+			}
+		}
+	}
+	if n, want := len(got), 1+8+4*2; n != want {
+		t.Errorf("%d configs, want %d", n, want)
+	}
+	dev := got["homeassistant/sensor/sg_test_probe__1_temp/config"]["device"].(map[string]any)
+	if dev["suggested_area"] != "hall" || dev["configuration_url"] != "http://gateway.test:8080/devices/probe_1" || dev["via_device"] != "sg_test" {
+		t.Errorf("probe_1's device block = %v", dev)
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// TestHomeAssistantSwitchIsGoverned commands a switch as Home Assistant
+// does: on the discovered command topic, with the discovered payload. The
+// command asks; the outcome sensor says so and the switch stays off until
+// a person approves and the read-back confirms it on.
+func TestHomeAssistantSwitchIsGoverned(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	hass := gw.mustClient("hass", "hass-password")
+	configs := discovery(t, subscribe(t, hass, "homeassistant/#"), 6)
+	var sw map[string]any
+	if err := json.Unmarshal(configs["homeassistant/switch/sg_test_heater-1_on/config"], &sw); err != nil {
+		t.Fatalf("heater-1's switch: %v", err)
+	}
+	stateTopic, commandTopic := sw["state_topic"].(string), sw["command_topic"].(string)
+	outcomeTopic := prefix + HAOutcomeTopic("heater-1", "on")
+	live := subscribe(t, hass, prefix+"ha/heater-1/#")
+
+	publish(t, hass, commandTopic, 0, sw["payload_on"].(string))
+	seen := waitFor(t, live, outcomeTopic, "pending approval", outcomeIs("pending approval "))
+	for _, m := range seen {
+		if m.Topic() == stateTopic && string(m.Payload()) == sw["state_on"] {
+			t.Fatalf("the switch went %s before anyone approved", m.Payload())
+		}
+	}
+	var pending haOutcome
+	if err := json.Unmarshal(seen[len(seen)-1].Payload(), &pending); err != nil {
+		t.Fatal(err)
+	}
+	ap, ok := gw.eng.Approval(pending.Approval)
+	if !ok || ap.Principal != "mqtt:hass" || pending.By != "mqtt:hass" || !strings.HasSuffix(pending.Outcome, ap.ID) {
+		t.Fatalf("outcome %+v, approval %+v: want one asked by mqtt:hass", pending, ap)
+	}
+	if n := gw.g.Count("write", "heater-1", "on"); n != 0 {
+		t.Fatalf("%d writes before the approval", n)
+	}
+
+	// A second command while the first waits is refused, and says so.
+	publish(t, hass, commandTopic, 0, sw["payload_off"].(string))
+	seen = waitFor(t, live, outcomeTopic, "a refusal", outcomeIs("refused: "))
+	for _, m := range seen {
+		if m.Topic() == stateTopic && string(m.Payload()) == sw["state_on"] {
+			t.Fatalf("the switch went %s while its command waited for approval", m.Payload())
+		}
+	}
+
+	if _, err := gw.eng.Answer(context.Background(), ap.ID, runtime.Answer{By: "console:april", Decision: runtime.Approve}); err != nil {
+		t.Fatal(err)
+	}
+	seen = waitFor(t, live, outcomeTopic, "confirmed", outcomeIs("confirmed"))
+	on := slices.IndexFunc(seen, func(m paho.Message) bool { return m.Topic() == stateTopic && string(m.Payload()) == sw["state_on"] })
+	if on < 0 {
+		t.Fatalf("the outcome is confirmed, and the state topic never said %v", sw["state_on"])
+	}
+	if n := gw.g.Count("write", "heater-1", "on"); n != 1 {
+		t.Errorf("%d writes after the approval, want 1", n)
+	}
+}
+
+// TestHomeAssistantRemovesWhatIsGone restarts the gateway without
+// heater-1: when Home Assistant says it is online, heater-1's entities
+// get empty configs, and the others are announced again.
+func TestHomeAssistantRemovesWhatIsGone(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "homeassistant.json")
+	first := startGW(t, gwOptions{dir: dir, ha: haOptions(greenhouse()), haRecord: record})
+	discovery(t, subscribe(t, first.mustClient("hass", "hass-password"), "homeassistant/#"), 6)
+	first.stop()
+
+	second := startGW(t, gwOptions{dir: dir, ha: haOptions(greenhouse()[:2]), haRecord: record})
+	hass := second.mustClient("hass", "hass-password")
+	ch := subscribe(t, hass, "homeassistant/#")
+	publish(t, hass, "homeassistant/status", 0, "online")
+	gone := map[string]bool{"homeassistant/switch/sg_test_heater-1_on/config": true, "homeassistant/sensor/sg_test_heater-1_on_outcome/config": true}
+	deadline := time.After(15 * time.Second)
+	for len(gone) > 0 {
+		select {
+		case m := <-ch:
+			if gone[m.Topic()] && len(m.Payload()) == 0 {
+				delete(gone, m.Topic())
+			} else if strings.Contains(m.Topic(), "heater") {
+				t.Fatalf("%s = %q after heater-1 was removed", m.Topic(), m.Payload())
+			}
+		case <-deadline:
+			t.Fatalf("not removed: %v", gone)
+		}
+	}
+}
+
+// TestHomeAssistantMosquittoSub reads the discovery configs with
+// mosquitto_sub, a client that shares no code with the gateway.
+func TestHomeAssistantMosquittoSub(t *testing.T) {
+	sub := mosquittoTool(t, "mosquitto_sub")
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	host, port, _ := net.SplitHostPort(gw.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, sub, "-h", host, "-p", port, "-u", "hass", "-P", "hass-password", "-V", "mqttv311",
+		"-t", "homeassistant/#", "-v", "-C", "6", "-W", "20").Output()
+	if err != nil {
+		t.Fatalf("mosquitto_sub: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("mosquitto_sub read %d configs, want 6:\n%s", len(lines), out)
+	}
+	for _, l := range lines {
+		topic, payload, _ := strings.Cut(l, " ")
+		if _, _, bad := haConfigProblems("homeassistant", topic, []byte(payload)); len(bad) > 0 {
+			t.Errorf("%s: %v", topic, bad)
+		}
+	}
+}
