@@ -367,6 +367,7 @@ func (c *checker) build(cfg *Config) *Built {
 	if o := c.mcp(path{"mcp"}, cfg.MCP, cfg, b); o != nil {
 		b.Web.MCP = o
 	}
+	c.homeAssistant(path{"integrations", "homeassistant"}, cfg.Integrations.HomeAssistant, b)
 	c.listenersApart(b)
 	b.Person = c.people(cfg, b).person
 	plans := map[string]bool{}

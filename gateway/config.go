@@ -34,6 +34,9 @@ type Config struct {
 
 	// MCP serves AI agents on the console's port; nil or not enabled is off.
 	MCP *MCPConfig `yaml:"mcp"`
+
+	// Integrations connect the gateway to tools people already run.
+	Integrations IntegrationsConfig `yaml:"integrations"`
 }
 
 // AlarmsConfig sets how alarms behave.

@@ -212,6 +212,7 @@ func (g *instance) buildSurfaces() error {
 	if cfg.MQTT != nil {
 		mo := *cfg.MQTT
 		mo.Users, mo.Logger = g.users, log.With("component", "mqtt")
+		mo.HomeAssistantRecord = filepath.Join(g.stateDir, "homeassistant.json")
 		if g.broker, err = mqtt.New(g.eng, mo); err != nil {
 			return err
 		}
