@@ -32,6 +32,6 @@
 // and "offline" as it stops. With Options.HomeAssistant it announces every
 // capability to Home Assistant by MQTT discovery (see HomeAssistant): the
 // entities command on the governed cmd/ topics and read ha/<device>/<cap>,
-// which carries only what the gateway believes, and ha/<device>/<cap>/outcome,
-// an actuator's last outcome.
+// which carries only what the gateway believes, ha/<device>/<cap>/outcome,
+// an actuator's last outcome, and ha/mode, the mode in force.
 package mqtt

@@ -131,9 +131,31 @@ func receiptOutcome(rc *runtime.Receipt) haOutcome {
 	return o
 }
 
+// haMode is the payload of HAModeTopic.
+type haMode struct {
+	Mode    string    `json:"mode"`
+	Since   time.Time `json:"since,omitzero"`
+	By      string    `json:"by,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+func modeMessage(m haMode) []haMessage {
+	payload, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return []haMessage{{topic: HAModeTopic, payload: payload}}
+}
+
 // apply folds one event, and returns the messages it changes.
 func (f *haFold) apply(ev runtime.Event) []haMessage {
 	switch ev.Kind {
+	case runtime.KindModeChanged:
+		var mc runtime.ModeChangedBody
+		if ev.DecodeBody(&mc) != nil || mc.To == "" {
+			return nil
+		}
+		return modeMessage(haMode{Mode: mc.To, Since: ev.At, By: mc.By, Expires: mc.Expires})
 	case runtime.KindObserved:
 		var o runtime.ObservedBody
 		if ev.DecodeBody(&o) != nil || o.Quality != devices.QualityGood.String() {

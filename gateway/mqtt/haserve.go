@@ -167,6 +167,7 @@ func (b *Broker) startHA() *haFold {
 		return nil
 	}
 	f := newHAFold(b.opts.HomeAssistant.Devices)
-	b.publishHA(f.snapshot(b.eng))
+	m := b.eng.Mode(b.ctx)
+	b.publishHA(append(modeMessage(haMode{Mode: m.Name, Since: m.Since, By: m.By, Expires: m.Expires}), f.snapshot(b.eng)...))
 	return f
 }

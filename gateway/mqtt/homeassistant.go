@@ -58,6 +58,10 @@ const (
 	TopicStatus = "status"
 )
 
+// HAModeTopic carries, retained, the gateway's mode as JSON:
+// {"mode": "supervised", "since", "by", "expires"}.
+const HAModeTopic = "ha/mode"
+
 // HAStateTopic carries, retained, what the gateway believes of a
 // capability as Home Assistant reads it: "ON"/"OFF" for a bool, a number
 // in plain decimal, the text of an enum or a string.
@@ -142,6 +146,12 @@ func (b *Broker) haEntities() []haEntity {
 		"name": "Gateway", "unique_id": statusID, "state_topic": b.opts.Prefix + TopicStatus, "payload_on": "online", "payload_off": "offline",
 		"device_class": "connectivity", "entity_category": "diagnostic", "device": gwDev, "origin": origin,
 	}}}
+	modeID := haID("sg", ha.GatewayID, "mode")
+	out = append(out, haEntity{component: "sensor", id: modeID, config: map[string]any{
+		"name": "Mode", "unique_id": modeID, "state_topic": b.opts.Prefix + HAModeTopic, "value_template": "{{ value_json.mode }}",
+		"json_attributes_topic": b.opts.Prefix + HAModeTopic, "icon": "mdi:shield-check", "availability": avail,
+		"device": gwDev, "origin": origin,
+	}})
 	for _, d := range ha.Devices {
 		model := ha.Models[d.ID]
 		if model == "" {

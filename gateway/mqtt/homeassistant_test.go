@@ -21,7 +21,9 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/gateway/command"
+	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -93,9 +95,9 @@ func outcomeIs(prefix string) func([]byte) bool {
 func TestHomeAssistantDiscoveryMeetsTheSchema(t *testing.T) {
 	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
 	hass := gw.mustClient("hass", "hass-password")
-	// The gateway device's status, and per device: tank-1's level; valve-1
-	// and heater-1 each a switch and its outcome sensor.
-	configs := discovery(t, subscribe(t, hass, "homeassistant/#"), 6)
+	// The gateway device's status and mode, and per device: tank-1's level;
+	// valve-1 and heater-1 each a switch and its outcome sensor.
+	configs := discovery(t, subscribe(t, hass, "homeassistant/#"), 7)
 	byComponent := map[string]int{}
 	ids := map[string]bool{}
 	states := map[string]bool{}
@@ -132,7 +134,7 @@ func TestHomeAssistantDiscoveryMeetsTheSchema(t *testing.T) {
 				if _, c, ok := gw.eng.Capability(r.Device, r.Capability); r.Kind != "cmd" || !ok || c.Kind != devices.KindActuator {
 					t.Errorf("%s: command_topic %s is not an actuator's cmd/ topic", topic, s)
 				}
-			case rel == TopicStatus:
+			case rel == TopicStatus, rel == HAModeTopic:
 			case parts[0] == "state" && len(parts) == 3, parts[0] == "ha" && (len(parts) == 3 || len(parts) == 4 && parts[3] == "outcome"):
 				if _, _, ok := gw.eng.Capability(parts[1], parts[2]); !ok {
 					t.Errorf("%s: %s %s names no capability", topic, k, s)
@@ -150,11 +152,11 @@ func TestHomeAssistantDiscoveryMeetsTheSchema(t *testing.T) {
 				t.Errorf("%s: availability %v is not the gateway's status", topic, a)
 			}
 		}
-		if dev, _ := cfg["device"].(map[string]any); component != "binary_sensor" && dev["via_device"] != "sg_test" {
+		if dev, _ := cfg["device"].(map[string]any); !jsonEqual(dev["identifiers"], []string{"sg_test"}) && dev["via_device"] != "sg_test" {
 			t.Errorf("%s: via_device = %v, want the gateway sg_test", topic, dev["via_device"])
 		}
 	}
-	if want := map[string]int{"binary_sensor": 1, "sensor": 3, "switch": 2}; !mapsEqual(byComponent, want) {
+	if want := map[string]int{"binary_sensor": 1, "sensor": 4, "switch": 2}; !mapsEqual(byComponent, want) {
 		t.Errorf("components = %v, want %v", byComponent, want)
 	}
 	// The availability topic holds the birth message.
@@ -162,6 +164,20 @@ func TestHomeAssistantDiscoveryMeetsTheSchema(t *testing.T) {
 	if m := next(t, st, "the status"); string(m.Payload()) != "online" || !m.Retained() {
 		t.Errorf("status = %q (retained %v), want a retained online", m.Payload(), m.Retained())
 	}
+	// The gateway's mode is the mode sensor's state.
+	mode := subscribe(t, hass, prefix+HAModeTopic)
+	if m := next(t, mode, "the mode"); !strings.Contains(string(m.Payload()), `"mode":"supervised"`) {
+		t.Errorf("mode = %s, want supervised", m.Payload())
+	}
+	defer func() {
+		// A change of mode reaches it too (observe narrows: at once).
+		if _, _, err := gw.eng.SetMode(context.Background(), "console:adam", "observe", "test"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, mode, prefix+HAModeTopic, "observe", func(p []byte) bool {
+			return strings.Contains(string(p), `"mode":"observe"`) && strings.Contains(string(p), `"by":"console:adam"`)
+		})
+	}()
 	// A reading reaches the state topic Home Assistant reads, as a plain
 	// number; tank-1 is read through the governed path.
 	if !states[prefix+HAStateTopic("tank-1", "level")] {
@@ -192,8 +208,14 @@ func mapsEqual(a, b map[string]int) bool {
 // TestHomeAssistantEveryKindOfCapability checks the configs of every
 // kind and type of capability against the schema, and what each says.
 func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
-	eng, _, j, users := testEngine(t, "")
-	t.Cleanup(func() { _ = j.Close() })
+	// plc-2's setpoint has an envelope, which the number's range and step
+	// come from; no device needs to be reached to announce it.
+	eng, err := runtime.New(t.Context(), runtime.Options{Registry: devices.NewRegistry(), Journal: runtimetest.NewMemJournal(),
+		Policies: map[string]runtime.CapPolicy{"plc-2.setpoint": {Envelope: &governance.Envelope{
+			Type: value.TypeNumber, Min: 5, Max: 60, HasMin: true, HasMax: true, Step: 0.5}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	num := func(name, unit string, kind devices.Kind) devices.Capability {
 		return devices.Capability{Name: name, Kind: kind, Type: value.TypeNumber, Unit: unit, Poll: 10 * time.Second}
 	}
@@ -207,6 +229,7 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 		}},
 		{ID: "plc-2", Capabilities: []devices.Capability{
 			{Name: "setpoint", Kind: devices.KindActuator, Type: value.TypeNumber, Unit: "°C"},
+			{Name: "level", Kind: devices.KindActuator, Type: value.TypeNumber},
 			{Name: "program", Kind: devices.KindActuator, Type: value.TypeEnum, Enum: []string{"auto", "manual", "off"}},
 			{Name: "note", Kind: devices.KindActuator, Type: value.TypeString},
 			{Name: "relay", Kind: devices.KindActuator, Type: value.TypeBool},
@@ -214,7 +237,7 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 	}
 	ha := haOptions(devs)
 	ha.Classes = map[string]string{"probe_1.meter": "water", "probe_1.leak": "moisture", "plc-2.relay": "outlet"}
-	b, err := New(eng, Options{Prefix: prefix, Users: users, HomeAssistant: ha})
+	b, err := New(eng, Options{Prefix: prefix, HomeAssistant: ha})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,11 +262,13 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 		"homeassistant/binary_sensor/sg_test_probe__1_leak/config":   {"device_class": "moisture", "payload_on": "ON"},
 		"homeassistant/sensor/sg_test_probe__1_state/config":         {"device_class": "enum", "options": []any{"idle", "run"}},
 		"homeassistant/sensor/sg_test_probe__1_label/config":         {"device_class": nil},
-		"homeassistant/number/sg_test_plc-2_setpoint/config":         {"mode": "box", "unit_of_measurement": "°C", "command_topic": prefix + "cmd/plc-2/setpoint"},
-		"homeassistant/select/sg_test_plc-2_program/config":          {"options": []any{"auto", "manual", "off"}, "command_template": "{{ value | to_json }}"},
-		"homeassistant/text/sg_test_plc-2_note/config":               {"command_topic": prefix + "cmd/plc-2/note"},
-		"homeassistant/switch/sg_test_plc-2_relay/config":            {"device_class": "outlet", "payload_on": "true", "state_on": "ON", "optimistic": false},
-		"homeassistant/sensor/sg_test_plc-2_relay_outcome/config":    {"state_topic": prefix + "ha/plc-2/relay/outcome"},
+		"homeassistant/number/sg_test_plc-2_setpoint/config": {"min": 5, "max": 60, "step": 0.5, "mode": nil, "unit_of_measurement": "°C",
+			"command_topic": prefix + "cmd/plc-2/setpoint", "optimistic": false},
+		"homeassistant/number/sg_test_plc-2_level/config":         {"min": -1e9, "max": 1e9, "step": 0.001, "mode": "box"},
+		"homeassistant/select/sg_test_plc-2_program/config":       {"options": []any{"auto", "manual", "off"}, "command_template": "{{ value | to_json }}"},
+		"homeassistant/text/sg_test_plc-2_note/config":            {"command_topic": prefix + "cmd/plc-2/note"},
+		"homeassistant/switch/sg_test_plc-2_relay/config":         {"device_class": "outlet", "payload_on": "true", "state_on": "ON", "optimistic": false},
+		"homeassistant/sensor/sg_test_plc-2_relay_outcome/config": {"state_topic": prefix + "ha/plc-2/relay/outcome"},
 	}
 	for topic, keys := range want {
 		cfg, ok := got[topic]
@@ -258,7 +283,7 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 			}
 		}
 	}
-	if n, want := len(got), 1+8+4*2; n != want {
+	if n, want := len(got), 2+8+5*2; n != want {
 		t.Errorf("%d configs, want %d", n, want)
 	}
 	dev := got["homeassistant/sensor/sg_test_probe__1_temp/config"]["device"].(map[string]any)
@@ -280,7 +305,7 @@ func jsonEqual(a, b any) bool {
 func TestHomeAssistantSwitchIsGoverned(t *testing.T) {
 	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
 	hass := gw.mustClient("hass", "hass-password")
-	configs := discovery(t, subscribe(t, hass, "homeassistant/#"), 6)
+	configs := discovery(t, subscribe(t, hass, "homeassistant/#"), 7)
 	var sw map[string]any
 	if err := json.Unmarshal(configs["homeassistant/switch/sg_test_heater-1_on/config"], &sw); err != nil {
 		t.Fatalf("heater-1's switch: %v", err)
@@ -337,7 +362,7 @@ func TestHomeAssistantRemovesWhatIsGone(t *testing.T) {
 	dir := t.TempDir()
 	record := filepath.Join(dir, "homeassistant.json")
 	first := startGW(t, gwOptions{dir: dir, ha: haOptions(greenhouse()), haRecord: record})
-	discovery(t, subscribe(t, first.mustClient("hass", "hass-password"), "homeassistant/#"), 6)
+	discovery(t, subscribe(t, first.mustClient("hass", "hass-password"), "homeassistant/#"), 7)
 	first.stop()
 
 	second := startGW(t, gwOptions{dir: dir, ha: haOptions(greenhouse()[:2]), haRecord: record})
@@ -369,13 +394,13 @@ func TestHomeAssistantMosquittoSub(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, sub, "-h", host, "-p", port, "-u", "hass", "-P", "hass-password", "-V", "mqttv311",
-		"-t", "homeassistant/#", "-v", "-C", "6", "-W", "20").Output()
+		"-t", "homeassistant/#", "-v", "-C", "7", "-W", "20").Output()
 	if err != nil {
 		t.Fatalf("mosquitto_sub: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("mosquitto_sub read %d configs, want 6:\n%s", len(lines), out)
+	if len(lines) != 7 {
+		t.Fatalf("mosquitto_sub read %d configs, want 7:\n%s", len(lines), out)
 	}
 	for _, l := range lines {
 		topic, payload, _ := strings.Cut(l, " ")
