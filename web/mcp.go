@@ -91,7 +91,7 @@ func (s *Server) mountMCP() {
 	}
 	m := &mcpSurface{web: s, opts: o, limits: map[string]*rate.Limiter{}}
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "shadowgate", Title: "Shadowgate", Version: o.Version},
-		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: s.log.With("component", "mcp"), HasTools: true, HasResources: true})
+		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: s.log.With("component", "mcp")})
 	m.refresh()
 	stream := mcp.NewStreamableHTTPHandler(m.serverFor, &mcp.StreamableHTTPOptions{
 		SessionTimeout: 30 * time.Minute,

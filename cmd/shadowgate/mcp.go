@@ -249,7 +249,7 @@ func (b *bridge) serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser
 	}
 	info := cs.InitializeResult()
 	srv := mcp.NewServer(&mcp.Implementation{Name: info.ServerInfo.Name, Title: info.ServerInfo.Title, Version: info.ServerInfo.Version},
-		&mcp.ServerOptions{Instructions: info.Instructions, Logger: b.log, HasTools: true, HasResources: true})
+		&mcp.ServerOptions{Instructions: info.Instructions, Logger: b.log})
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("listing the gateway's tools: %w", err)
