@@ -72,3 +72,25 @@ func TestMCPConfigErrorsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPConfigWaitsForARestart: the endpoint is the console's, built at
+// start, so a reload names a changed mcp section as waiting for a restart.
+func TestMCPConfigWaitsForARestart(t *testing.T) {
+	was := minimal + mcpTokens + "mcp: {enabled: true, tokens: [agent]}\n"
+	running, err := Load("c.yaml", []byte(was))
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := minimal + mcpTokens + "mcp: {enabled: true, tokens: [agent, watcher]}\n"
+	next, err := Load("c.yaml", []byte(is))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart, err := needsRestart(running, next, []byte(is))
+	if err != nil || !slices.Contains(restart, "mcp") {
+		t.Fatalf("needsRestart = %v, %v; want mcp named", restart, err)
+	}
+	if restart, _ := needsRestart(running, running, []byte(was)); slices.Contains(restart, "mcp") {
+		t.Errorf("the same file: needsRestart = %v, want mcp not named", restart)
+	}
+}

@@ -21,7 +21,7 @@ import (
 // people and the engine's own limits. A change to one is named in the log
 // as needing a restart, and the rest is applied.
 var restartOnly = []string{"gateway", "mqtt", "web", "uplink", "drivers", "users", "journal", "approvals", "leases", "mode", "alarms",
-	"integrations"}
+	"integrations", "mcp"}
 
 // Reload reads the configuration file of running again and puts in force
 // what can change while the gateway runs: the governance of each
