@@ -200,6 +200,11 @@ func TestMCPReadWriteApprove(t *testing.T) {
 	if !strings.Contains(text, `"principal":"mcp:operator"`) {
 		t.Errorf("journal_tail has no approval requested by mcp:operator: %s", text)
 	}
+	// And that it connected.
+	_, text, _ = callTool(t, op, &mcp.CallToolParams{Name: toolJournalTail, Arguments: map[string]any{"kinds": "login"}})
+	if !strings.Contains(text, `"surface":"mcp"`) || !strings.Contains(text, `"user":"operator"`) {
+		t.Errorf("journal_tail has no login of operator on mcp: %s", text)
+	}
 }
 
 func TestMCPRefusals(t *testing.T) {
@@ -336,4 +341,23 @@ func FuzzMCPArguments(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMCPRunPlan(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{})
+	op := mustAgent(t, s, "operator", nil)
+	out, text, isErr := callTool(t, op, &mcp.CallToolParams{Name: toolRunPlan, Arguments: map[string]any{"plan": "flush", "reason": "check the tank"}})
+	run, _ := out["run"].(map[string]any)
+	if isErr || run == nil || run["plan"] != "flush" || run["principal"] != "mcp:operator" {
+		t.Fatalf("run_plan flush = %s, want a run of flush by mcp:operator", text)
+	}
+	_, text, isErr = callTool(t, op, &mcp.CallToolParams{Name: toolRunPlan, Arguments: map[string]any{"plan": "drain", "reason": "x"}})
+	if !isErr || !strings.Contains(text, "drain") {
+		t.Errorf("run_plan of an unknown plan = %q, want a tool error naming it", text)
+	}
+	view := mustAgent(t, s, "viewer", nil)
+	_, text, isErr = callTool(t, view, &mcp.CallToolParams{Name: toolRunPlan, Arguments: map[string]any{"plan": "flush", "reason": "x"}})
+	if !isErr || !strings.Contains(text, "run_plan needs a token with the operator role") {
+		t.Errorf("a viewer's run_plan = %q", text)
+	}
 }
