@@ -100,7 +100,7 @@ func violations(pkgs map[string]pkgInfo) []string {
 		case rel == "runtime/runtimetest":
 			// Test support, never linked into the binary (checked below):
 			// its rigs may reach a driver.
-			ourDeps("devices", "devices/devicetest", "drivers/sim", "governance", "runtime", "value")
+			ourDeps("devices", "devices/devicetest", "drivers/sim", "governance", "internal/failpoint", "runtime", "value")
 		case under(rel, "runtime"):
 			for _, d := range deps {
 				dr, mine := ours(d)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/internal/failpoint"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -49,6 +50,9 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	} else if err := step(AttemptAuthorized, Async, KindInvoked, nil); err != nil {
 		return e.failedQuiet(base, "not acting: the journal could not record the attempt", err)
 	}
+	if err := failpoint.Inject(failpoint.ActBeforeExecuting); err != nil {
+		return e.failedQuiet(base, "not acting: the intent could not be journaled", err)
+	}
 	// The executing record also brings the run's record up to this step,
 	// so a start after a crash knows where the run was.
 	a.State, a.Updated = AttemptExecuting, e.now()
@@ -57,6 +61,8 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		func(en *Entry) { en.Attempt = &executing; en.Run = rr }); err != nil {
 		return e.failedQuiet(base, "not acting: the intent could not be journaled", err)
 	}
+	// An error here stands for a driver call that failed at once.
+	fpErr := failpoint.Inject(failpoint.ActAfterExecuting)
 	w.run.charge(true)
 	if err := ctx.Err(); err != nil {
 		// Cancelled while the intent was being made durable: the driver is
@@ -91,7 +97,13 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	// a stop: a write torn half way is exactly the one whose outcome
 	// nobody knows. The driver timeout bounds it.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.DriverTimeout)
-	err := e.callWrite(dctx, ent.Driver, w.device, w.capability, w.value)
+	err := fpErr
+	if err == nil {
+		err = e.callWrite(dctx, ent.Driver, w.device, w.capability, w.value)
+		if fe := failpoint.Inject(failpoint.ActAfterDriver); fe != nil && err == nil {
+			err = fe // as a lost acknowledgement: the outcome is unknown
+		}
+	}
 	cancel()
 	target := ref(w.device, w.capability)
 	rc := &Receipt{Key: w.key, Attempt: a.ID, Device: w.device, Capability: w.capability, Value: w.value, Driver: "ok"}
@@ -155,6 +167,7 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		base.Receipt = rc
 		return e.failedQuiet(base, "acted, but the receipt could not be journaled", err)
 	}
+	_ = failpoint.Inject(failpoint.ActAfterReceipt) // the act is done: an error changes nothing
 	e.setReceipt(target, *rc)
 	e.afterAct(ctx, w, pol, rc, cf.cut)
 	base.Kind, base.Receipt = Acted, rc

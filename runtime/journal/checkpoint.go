@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/shadowgate/shadowgate/internal/failpoint"
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
@@ -90,6 +91,9 @@ func (j *DB) checkpoint() error {
 	body, err := json.Marshal(runtime.CheckpointBody{Note: string(msg), Size: size, Hash: h.String(),
 		Key: co.Signer.Name() + "+" + fmt.Sprintf("%08x", co.Signer.KeyHash())})
 	if err != nil {
+		return err
+	}
+	if err := failpoint.Inject(failpoint.JournalCheckpoint); err != nil {
 		return err
 	}
 	j.mu.Lock()

@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/shadowgate/shadowgate/internal/failpoint"
 	"github.com/shadowgate/shadowgate/store"
 )
 
@@ -98,6 +99,11 @@ func (o *Outbox) add(msgs []store.OutMessage, cursor *uint64) error {
 		if err := putCounter(b, kOutCount, counter(b, kOutCount)+int64(len(msgs))); err != nil {
 			return err
 		}
+		if failpoint.Enabled { // a closure inlined into its callers keeps its calls: leave none in the shipped build
+			if err := failpoint.Inject(failpoint.OutboxAppend); err != nil {
+				return err
+			}
+		}
 		if cursor == nil {
 			return nil
 		}
@@ -159,6 +165,11 @@ func (o *Outbox) Delete(seqs []uint64) error {
 		if err := putCounter(b, kOutBytes, counter(b, kOutBytes)-freed); err != nil {
 			return err
 		}
+		if failpoint.Enabled { // a closure inlined into its callers keeps its calls: leave none in the shipped build
+			if err := failpoint.Inject(failpoint.OutboxAck); err != nil {
+				return err
+			}
+		}
 		return putCounter(b, kOutCount, counter(b, kOutCount)-n)
 	})
 }
@@ -205,6 +216,11 @@ func (o *Outbox) Trim(maxBytes int64) (int, error) {
 		dropped = len(drop)
 		if err := putCounter(b, kOutBytes, total-freed); err != nil {
 			return err
+		}
+		if failpoint.Enabled { // a closure inlined into its callers keeps its calls: leave none in the shipped build
+			if err := failpoint.Inject(failpoint.OutboxTrim); err != nil {
+				return err
+			}
 		}
 		return putCounter(b, kOutCount, counter(b, kOutCount)-int64(len(drop)))
 	})

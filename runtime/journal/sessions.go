@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/shadowgate/shadowgate/internal/failpoint"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/store"
 )
@@ -54,6 +55,9 @@ func (s *Sessions) Put(cookie string, sess store.Session) error {
 	body, _ := json.Marshal(map[string]any{"op": "opened", "user": sess.User, "role": sess.Role, "remote": sess.Remote, "expires": sess.Expires})
 	rec := record{ref: ref{bucket: string(bSessions), key: string(sessionKey(cookie)), op: opPut, digest: digestOf(b)}, js: b}
 	_, err = s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, []record{rec}, nil, true)
+	if err == nil {
+		err = failpoint.Inject(failpoint.SessionWrite)
+	}
 	return err
 }
 

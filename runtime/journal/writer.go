@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/shadowgate/shadowgate/internal/failpoint"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/store"
 )
@@ -109,9 +110,18 @@ func (j *DB) flushOnce() {
 		err = j.update(func(tx *bolt.Tx) error {
 			var err error
 			pruned, anchor, err = j.writeBatch(tx, batch)
+			if err == nil {
+				err = failpoint.Inject(failpoint.JournalBeforeWrite)
+			}
 			return err
 		})
 		took = time.Since(t0)
+		if err == nil {
+			// bbolt's Commit writes the pages, fsyncs, writes the meta
+			// page and fsyncs again in one call: this is as close to its
+			// fsync as it lets anything come.
+			err = failpoint.Inject(failpoint.JournalAfterWrite)
+		}
 	}
 	first, last := batch[0].ev.Seq, batch[len(batch)-1].ev.Seq
 	j.mu.Lock()
@@ -450,6 +460,9 @@ func pruneThrough(tx *bolt.Tx, p *pruneIntent) (uint64, int64, error) {
 			return 0, 0, err
 		}
 	}
+	if err := failpoint.Inject(failpoint.JournalPruneEvents); err != nil {
+		return 0, 0, err
+	}
 	return uint64(len(keys)), freed, tx.Bucket(bMeta).Put(kAnchor, anchor.encode())
 }
 
@@ -478,6 +491,9 @@ func (j *DB) pruneRecords(now time.Time) {
 		}
 		return nil
 	})
+	if err == nil && len(refs) > 0 {
+		err = failpoint.Inject(failpoint.JournalPruneRecords)
+	}
 	if err != nil || len(refs) == 0 {
 		if err != nil {
 			j.log.Warn("journal records not pruned", "path", j.path, "error", err)
