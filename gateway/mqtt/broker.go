@@ -395,6 +395,9 @@ func (b *Broker) userMay(u *access.User, topic string, write bool) bool {
 		if rel, under := strings.CutPrefix(topic, b.opts.Prefix); under && command.IsOutput(rel) {
 			return false // only the gateway speaks here
 		}
+		if b.haOwned(topic) {
+			return false // a forged config could point Home Assistant past the judge
+		}
 		if !u.Role.AtLeast(access.Operator) {
 			return false
 		}

@@ -55,6 +55,9 @@ func (b *Broker) judgeResponseTopic(u *access.User, rt string) string {
 			return "response topic " + rt + " is a command topic"
 		}
 	}
+	if b.haOwned(rt) {
+		return "response topic " + rt + " is one of the gateway's Home Assistant discovery topics"
+	}
 	if !b.userMay(u, rt, false) {
 		return "response topic " + rt + " is not a topic you may read"
 	}

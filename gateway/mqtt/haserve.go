@@ -144,6 +144,19 @@ func (a *haAnnouncer) announce(ctx context.Context) {
 	}
 }
 
+// haOwned reports whether topic is one of the discovery topics the gateway
+// owns while the integration is on: every topic under Home Assistant's
+// prefix but its status (Home Assistant's own birth and will). No client
+// may publish there: a config a client forged could point Home Assistant's
+// switch at a topic the judge never sees.
+func (b *Broker) haOwned(topic string) bool {
+	ha := b.opts.HomeAssistant
+	if ha == nil {
+		return false
+	}
+	return strings.HasPrefix(topic, ha.Prefix+"/") && topic != ha.Prefix+"/status"
+}
+
 // publishHA publishes the integration's retained messages.
 func (b *Broker) publishHA(msgs []haMessage) {
 	for _, m := range msgs {

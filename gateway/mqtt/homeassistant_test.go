@@ -19,6 +19,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/governance"
@@ -408,4 +409,48 @@ func TestHomeAssistantMosquittoSub(t *testing.T) {
 			t.Errorf("%s: %v", topic, bad)
 		}
 	}
+}
+
+// TestHomeAssistantConfigsCannotBeForged: while the integration is on, no
+// client may publish under the discovery prefix (a forged config could
+// point Home Assistant's switch past the judge), nor have a reply sent
+// there; Home Assistant's own status stays open to it.
+func TestHomeAssistantConfigsCannotBeForged(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	config := "homeassistant/switch/sg_test_heater-1_on/config"
+	carl := gw.mustClient("carl", "carl-password") // carl may publish on "#"
+	seen := subscribe(t, carl, "#")
+	forged := `{"name":"FORGED","unique_id":"sg_test_heater-1_on","command_topic":"raw/heater"}`
+	for _, topic := range []string{config, "homeassistant/switch/sg_test_new/config"} {
+		tok := carl.Publish(topic, 0, true, forged)
+		if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %s: %v", topic, tok.Error())
+		}
+	}
+	publish(t, carl, "homeassistant/status", 0, "online") // Home Assistant's birth: allowed
+	publish(t, carl, "elsewhere/done", 0, "done")         // after the others, on one connection
+	for _, m := range waitFor(t, seen, "elsewhere/done", "the end of carl's publishes", func([]byte) bool { return true }) {
+		if strings.Contains(string(m.Payload()), "FORGED") {
+			t.Fatalf("a forged config reached a subscriber on %s", m.Topic())
+		}
+	}
+	fresh := subscribe(t, gw.mustClient("hass", "hass-password"), config)
+	if m := next(t, fresh, "the retained config"); strings.Contains(string(m.Payload()), "FORGED") || len(m.Payload()) == 0 {
+		t.Fatalf("%s = %s", config, m.Payload())
+	}
+	if n := gw.b.Stats().DeniedPublishes; n < 2 {
+		t.Errorf("denied publishes = %d, want the 2 forged configs counted", n)
+	}
+	if why := gw.b.judgeResponseTopic(mustUser(t, gw, "hass"), config); !strings.Contains(why, "discovery") {
+		t.Errorf("a response topic on a discovery config: %q, want it refused", why)
+	}
+}
+
+func mustUser(t *testing.T, gw *testGW, name string) *access.User {
+	t.Helper()
+	u, ok := gw.b.userNamed(name)
+	if !ok {
+		t.Fatalf("no user %s", name)
+	}
+	return u
 }
