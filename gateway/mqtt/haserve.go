@@ -172,6 +172,7 @@ func (b *Broker) publishHA(msgs []haMessage) {
 func (b *Broker) startHA() *haFold {
 	a := b.newHAAnnouncer()
 	if a != nil {
+		b.log.Info("home assistant discovery announced", "entities", len(a.topics), "removed", len(a.gone))
 		a.publish()
 		a.listen()
 		b.spawn(func() { a.announce(b.ctx) })
