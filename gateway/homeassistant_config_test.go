@@ -37,14 +37,13 @@ func TestHomeAssistantConfig(t *testing.T) {
 			t.Errorf("%s\nannounces to home assistant", y)
 		}
 	}
-	b, err = Load("c.yaml", []byte(minimal+`integrations:
+	if _, err := Load("c.yaml", []byte(minimal+`integrations:
   homeassistant:
     enabled: true
     prefix: ha/site-1
     console_url: https://gw.example/
     device_classes: {tank-1.level: moisture, pump-1.on: outlet}
-`))
-	if err == nil {
+`)); err == nil {
 		t.Fatal("a moisture sensor without a unit was taken")
 	}
 	b, err = Load("c.yaml", []byte(strings.Replace(minimal, "type: number}", "type: number, unit: \"%\"}", 1)+`integrations:
