@@ -7,9 +7,13 @@ package mqtt
 // of each component in haschema_test.go.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -453,4 +457,46 @@ func mustUser(t *testing.T, gw *testGW, name string) *access.User {
 		t.Fatalf("no user %s", name)
 	}
 	return u
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// TestHomeAssistantGolden keeps every discovery config of the test
+// greenhouse in testdata/homeassistant.golden, so that a change to what
+// Home Assistant is told is reviewed as a diff. go test ./gateway/mqtt
+// -run Golden -update rewrites it.
+func TestHomeAssistantGolden(t *testing.T) {
+	eng, _, j, users := testEngine(t, "")
+	t.Cleanup(func() { _ = j.Close() })
+	b, err := New(eng, Options{Prefix: prefix, Users: users, HomeAssistant: haOptions(greenhouse())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for _, e := range b.haEntities() {
+		payload, err := json.MarshalIndent(e.config, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&out, "%s\n%s\n\n", e.topic("homeassistant"), payload)
+	}
+	golden := filepath.Join("testdata", "homeassistant.golden")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (go test ./gateway/mqtt -run Golden -update writes it)", err)
+	}
+	if got := out.String(); got != string(want) {
+		wl, gl := strings.Split(string(want), "\n"), strings.Split(got, "\n")
+		for i := range max(len(wl), len(gl)) {
+			if i >= len(wl) || i >= len(gl) || wl[i] != gl[i] {
+				t.Fatalf("discovery configs differ from %s at line %d:\nwant %q\ngot  %q\n(review, then -update)", golden, i+1,
+					strings.Join(wl[i:min(i+3, len(wl))], "\n"), strings.Join(gl[i:min(i+3, len(gl))], "\n"))
+			}
+		}
+	}
 }
