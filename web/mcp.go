@@ -93,6 +93,16 @@ func (s *Server) mountMCP() {
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "shadowgate", Title: "Shadowgate", Version: o.Version},
 		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: s.log.With("component", "mcp")})
 	m.refresh()
+	// A listing is brought up to date first: devices come and go, and
+	// the hints go with them (connected agents are told the list changed).
+	m.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" || method == "resources/list" {
+				m.refresh()
+			}
+			return next(ctx, method, req)
+		}
+	})
 	stream := mcp.NewStreamableHTTPHandler(m.serverFor, &mcp.StreamableHTTPOptions{
 		SessionTimeout: 30 * time.Minute,
 		Logger:         s.log.With("component", "mcp"),

@@ -11,6 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/devices/devicetest"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 )
@@ -360,4 +362,40 @@ func TestMCPRunPlan(t *testing.T) {
 	if !isErr || !strings.Contains(text, "run_plan needs a token with the operator role") {
 		t.Errorf("a viewer's run_plan = %q", text)
 	}
+}
+
+// TestMCPHintsFollowTheDevices: an actuator that goes offline leaves the
+// write tool's description, and with no actuator known the write tool's
+// hints are the worst case: destructive and open-world.
+func TestMCPHintsFollowTheDevices(t *testing.T) {
+	var wrapped *devicetest.Driver
+	s := mcpSite(t, siteOptions{driver: func(d devices.Driver) devices.Driver {
+		wrapped = devicetest.Wrap(d, devicetest.Options{})
+		return wrapped
+	}}, MCPOptions{})
+	changed := make(chan struct{}, 8)
+	op := mustAgent(t, s, "operator", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	tools := func() map[string]*mcp.Tool {
+		got := map[string]*mcp.Tool{}
+		for tool, err := range op.Tools(t.Context(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[tool.Name] = tool
+		}
+		return got
+	}
+	if w := tools()[toolRequestWrite]; !strings.Contains(w.Description, "valve-1.open") || *w.Annotations.DestructiveHint {
+		t.Fatalf("request_write with valve-1 online = %+v %q", w.Annotations, w.Description)
+	}
+	wrapped.SetFault("valve-1", devicetest.Fault{Offline: true})
+	// A step refreshes the engine's view of the devices.
+	callTool(t, op, &mcp.CallToolParams{Name: toolRead, Arguments: map[string]any{"device": "tank-1", "capability": "level"}})
+	w := tools()[toolRequestWrite]
+	if strings.Contains(w.Description, "valve-1.open") || !*w.Annotations.DestructiveHint || !*w.Annotations.OpenWorldHint {
+		t.Errorf("request_write with no actuator online = %+v %q, want the worst case", w.Annotations, w.Description)
+	}
+	<-changed // the agent was told
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,7 +86,7 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b := &bridge{endpoint: target, token: token, log: log}
+	b := &bridge{endpoint: target, token: token, log: log, relist: make(chan struct{}, 1)}
 	if err := b.connect(ctx); err != nil {
 		fmt.Fprintf(stderr, "shadowgate mcp: %v\n", err)
 		if errors.Is(err, errTokenRefused) {
@@ -152,12 +154,20 @@ var errTokenRefused = errors.New("the gateway refused the token")
 // standard input and output whose tools and resources are the gateway's,
 // each call forwarded to the gateway's /mcp. It keeps nothing and judges
 // nothing. Its goroutines are the SDK's, which end with the sessions
-// that close ends.
+// that close ends, and follow, which serve starts and waits for.
 type bridge struct {
 	endpoint, token string
 	log             *slog.Logger
-	// local is the agent host's session, for forwarding progress.
+	// local is the agent host's session, for forwarding progress; srv is
+	// its server, whose tools follow the gateway's.
 	local atomic.Pointer[mcp.ServerSession]
+	srv   atomic.Pointer[mcp.Server]
+
+	// relist says the gateway's tools changed; follow lists them again.
+	relist chan struct{}
+	// tools are the names mirrored last, by serve and then by follow,
+	// one after the other.
+	tools []string
 
 	// mu guards up; a lost connection is made again on the next call.
 	mu sync.Mutex
@@ -184,6 +194,14 @@ func (b *bridge) connect(ctx context.Context) error {
 				if err := ss.NotifyProgress(ctx, r.Params); err != nil {
 					b.log.Debug("progress not forwarded", "error", err)
 				}
+			}
+		},
+		// The gateway's tools change with its devices (their hints and
+		// descriptions); the host is told in turn.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case b.relist <- struct{}{}:
+			default: // one is due already
 			}
 		},
 	})
@@ -250,11 +268,9 @@ func (b *bridge) serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser
 	info := cs.InitializeResult()
 	srv := mcp.NewServer(&mcp.Implementation{Name: info.ServerInfo.Name, Title: info.ServerInfo.Title, Version: info.ServerInfo.Version},
 		&mcp.ServerOptions{Instructions: info.Instructions, Logger: b.log})
-	for tool, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("listing the gateway's tools: %w", err)
-		}
-		srv.AddTool(tool, b.callTool)
+	b.srv.Store(srv)
+	if err := b.mirrorTools(ctx, cs); err != nil {
+		return err
 	}
 	for res, err := range cs.Resources(ctx, nil) {
 		if err != nil {
@@ -275,7 +291,57 @@ func (b *bridge) serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser
 	b.local.Store(ss)
 	stopped := context.AfterFunc(ctx, func() { _ = ss.Close() })
 	defer stopped()
+	fctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { b.follow(fctx) })
+	defer wg.Wait()
+	defer cancel()
 	return ss.Wait()
+}
+
+// follow mirrors the gateway's tools again each time it says they
+// changed, until ctx ends.
+func (b *bridge) follow(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.relist:
+		}
+		cs, err := b.session(ctx)
+		if err == nil {
+			err = b.mirrorTools(ctx, cs)
+		}
+		if err != nil && ctx.Err() == nil {
+			b.log.Warn("the gateway's tools not mirrored again", "error", err)
+		}
+	}
+}
+
+// mirrorTools gives the host's server the gateway's tools as cs lists
+// them now, and removes those it no longer lists.
+func (b *bridge) mirrorTools(ctx context.Context, cs *mcp.ClientSession) error {
+	srv := b.srv.Load()
+	if srv == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("listing the gateway's tools: %w", err)
+		}
+		seen[tool.Name] = true
+		srv.AddTool(tool, b.callTool)
+	}
+	var gone []string
+	for _, name := range b.tools {
+		if !seen[name] {
+			gone = append(gone, name)
+		}
+	}
+	srv.RemoveTools(gone...)
+	b.tools = slices.Sorted(maps.Keys(seen))
+	return nil
 }
 
 // callTool forwards a call, with its progress token, to the gateway. A
@@ -303,8 +369,7 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (res *m
 	if err == nil {
 		return res, nil
 	}
-	var we *jsonrpc.Error
-	if errors.As(err, &we) {
+	if we := fromGateway(err); we != nil {
 		return nil, we
 	}
 	if ctx.Err() != nil {
@@ -323,14 +388,28 @@ func (b *bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	}
 	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
 	if err != nil {
-		var we *jsonrpc.Error
-		if errors.As(err, &we) {
+		if we := fromGateway(err); we != nil {
 			return nil, we
 		}
 		b.lost(cs)
 		return nil, fmt.Errorf("reading %s from the gateway: %w", req.Params.URI, err)
 	}
 	return res, nil
+}
+
+// codeRejected is the SDK's code for a message its transport could not
+// deliver: the gateway never answered it.
+const codeRejected = -32005
+
+// fromGateway is the protocol error the gateway answered with (an
+// unknown tool, invalid parameters), to pass on as it is; nil for any
+// other error, the transport's own included.
+func fromGateway(err error) *jsonrpc.Error {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) && we.Code != codeRejected {
+		return we
+	}
+	return nil
 }
 
 // progressToken is a progress token as the SDK takes it, a string or an

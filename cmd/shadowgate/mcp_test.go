@@ -2,11 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestMCPEndpoint(t *testing.T) {
@@ -95,5 +105,102 @@ func TestMCPGatewayNotRunning(t *testing.T) {
 		!strings.Contains(stderr.String(), "is `shadowgate serve` running, with mcp.enabled?") || stdout.Len() != 0 {
 		t.Errorf("shadowgate mcp with no gateway = %d, %q, stdout %q; want %d saying why, and nothing on stdout", code, stderr.String(),
 			stdout.String(), exitUnavailable)
+	}
+}
+
+// TestMCPBridge runs the bridge between a Go client on pipes and an
+// upstream MCP server over HTTP: the tools follow the upstream's as they
+// change, progress comes through, and a gateway gone is a tool error
+// that says the request may or may not have arrived.
+func TestMCPBridge(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v0"}, nil)
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(up, &mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "heard " + in.Text})
+		}
+		return nil, map[string]string{"echo": in.Text}, nil
+	})
+	var auth atomic.Value
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+
+	b := &bridge{endpoint: hs.URL, token: "tok-1", log: slog.New(slog.NewTextHandler(t.Output(), nil)), relist: make(chan struct{}, 1)}
+	ctx := t.Context()
+	if err := b.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	if got := auth.Load(); got != "Bearer tok-1" {
+		t.Errorf("the bridge sent Authorization %q", got)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- b.serve(ctx, inR, outW) }() // owned by the test, which waits for served
+
+	changed := make(chan struct{}, 8)
+	progress := make(chan string, 8)
+	c := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "v0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			progress <- r.Params.Message
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		var out []string
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	if got := names(); !slices.Equal(got, []string{"echo"}) {
+		t.Fatalf("tools = %v, want the upstream's", got)
+	}
+	mcp.AddTool(up, &mcp.Tool{Name: "second"}, func(context.Context, *mcp.CallToolRequest, echoIn) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	})
+	for got := names(); !slices.Equal(got, []string{"echo", "second"}); got = names() {
+		<-changed // the bridge tells the host when it has mirrored them
+	}
+	up.RemoveTools("second")
+	for got := names(); !slices.Equal(got, []string{"echo"}); got = names() {
+		<-changed
+	}
+
+	p := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}
+	p.SetProgressToken("p-1")
+	res, err := cs.CallTool(ctx, p)
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"echo":"hi"`) {
+		t.Fatalf("echo through the bridge = %v, %v", res, err)
+	}
+	if msg := <-progress; msg != "heard hi" {
+		t.Errorf("progress through the bridge = %q", msg)
+	}
+
+	// The gateway goes away: the call is a tool error, not a crash.
+	hs.CloseClientConnections()
+	hs.Close()
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "may or may not have reached it") {
+		t.Errorf("a call with the gateway gone = %+v, %v; want a tool error saying it may have arrived", res, err)
+	}
+	_ = cs.Close()
+	_ = inW.Close()
+	if err := <-served; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("serve = %v after the host closed", err)
 	}
 }
