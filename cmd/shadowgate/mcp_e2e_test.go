@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ const (
 // mcpGateway runs `shadowgate serve` on examples/mcp.yaml, with its state
 // in a temporary directory and its ports picked by the system, and
 // returns the binary and the console's address.
-func mcpGateway(t *testing.T) (bin, base string) {
+func mcpGateway(t *testing.T) (g *gatewayProc, bin, base string) {
 	t.Helper()
 	bin = shadowgateBinary(t)
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "mcp.yaml"))
@@ -46,14 +47,14 @@ func mcpGateway(t *testing.T) (bin, base string) {
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, bin, file)
+	g = startGateway(t, bin, file)
 	line := g.await(t, "the console", has("console serving"))
 	addr := regexp.MustCompile(`address=(\S+)`).FindStringSubmatch(line)
 	if addr == nil {
 		t.Fatalf("no address in %q", line)
 	}
 	g.await(t, "the devices", has("tank-1"))
-	return bin, "http://" + addr[1]
+	return g, bin, "http://" + addr[1]
 }
 
 // wantAnnotations are the tools' hints from the example's effect
@@ -228,7 +229,7 @@ func TestMCPEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin, base := mcpGateway(t)
+	g, bin, base := mcpGateway(t)
 	endpoint := base + "/mcp"
 
 	t.Run("go-http", func(t *testing.T) {
@@ -254,6 +255,31 @@ func TestMCPEndToEnd(t *testing.T) {
 			t.Errorf("shadowgate mcp with a token not in mcp.tokens: %v, %q; want exit %d saying so", err, stderr.String(), exitRefused)
 		}
 	})
+
+	// The gateway stops cleanly with an agent connected: its session's
+	// event stream does not hold up the console's shutdown.
+	defer func() {
+		if t.Failed() {
+			return
+		}
+		cs := goAgent(t, &mcp.StreamableClientTransport{Endpoint: endpoint,
+			HTTPClient: &http.Client{Transport: bearerTransport{agentToken, http.DefaultTransport}}, MaxRetries: -1})
+		if _, err := cs.ListTools(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		g.await(t, "the gateway's stop", has("gateway stopped"))
+		for _, l := range g.all {
+			if strings.Contains(l, "deadline exceeded") || strings.Contains(l, "level=ERROR") {
+				t.Errorf("the gateway's stop with an agent connected logged %q", l)
+			}
+		}
+		if err := g.cmd.Wait(); err != nil {
+			t.Errorf("serve stopped with %v, want exit 0", err)
+		}
+	}()
 
 	node, modules := nodeSDK(t)
 	t.Run("typescript-http", func(t *testing.T) {
