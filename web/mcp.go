@@ -61,6 +61,9 @@ type mcpSurface struct {
 	hints  string                   // the tools' descriptions and annotations as last added
 	// deviceURIs are the device resources as last added.
 	deviceURIs []string
+	// turnedAway is, by token, the mode in which it was last refused for
+	// the mode: the journal says so once, not at every call.
+	turnedAway map[string]string
 }
 
 // mcpIdentityKey carries the caller's identity from the gate to the
@@ -89,7 +92,7 @@ func (s *Server) mountMCP() {
 	if o.Burst <= 0 {
 		o.Burst = 10
 	}
-	m := &mcpSurface{web: s, opts: o, limits: map[string]*rate.Limiter{}}
+	m := &mcpSurface{web: s, opts: o, limits: map[string]*rate.Limiter{}, turnedAway: map[string]string{}}
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "shadowgate", Title: "Shadowgate", Version: o.Version},
 		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: s.log.With("component", "mcp")})
 	m.refresh()
@@ -248,9 +251,27 @@ func (m *mcpSurface) untilBye(ctx context.Context) (context.Context, context.Can
 	return ctx, cancel
 }
 
-// admitted reports whether agents may call tools in the mode in force.
-func (m *mcpSurface) admitted(mode string) bool {
-	return len(m.opts.Modes) == 0 || slices.Contains(m.opts.Modes, mode)
+// admitted reports whether the token's agent may call tools in the mode
+// in force. The first refusal of a token in a mode is journaled, as a
+// "refused" login on the surface mcp with the mode as why; the next, only
+// after the token was admitted again.
+func (m *mcpSurface) admitted(ctx context.Context, token, mode string) bool {
+	ok := len(m.opts.Modes) == 0 || slices.Contains(m.opts.Modes, mode)
+	m.mu.Lock()
+	first := !ok && m.turnedAway[token] != mode
+	if ok {
+		delete(m.turnedAway, token)
+	} else {
+		m.turnedAway[token] = mode
+	}
+	m.mu.Unlock()
+	if first {
+		if _, err := m.web.eng.Note(ctx, runtime.KindLogin, "", runtime.LoginBody{Action: "refused", Surface: "mcp", User: token,
+			Why: "mode " + mode + " admits no AI agent"}); err != nil {
+			m.web.log.Warn("an agent turned away, not journaled", "token", token, "mode", mode, "error", err)
+		}
+	}
+	return ok
 }
 
 // needRole is the tool error for an agent whose token lacks min.

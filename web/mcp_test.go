@@ -271,6 +271,27 @@ func TestMCPModeForbidsAgents(t *testing.T) {
 	if !isErr || !strings.Contains(text, "mode observe admits no AI agent") {
 		t.Fatalf("a read in a mode that admits no agent = %q", text)
 	}
+	callTool(t, view, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}})
+	// The journal says so, once.
+	_, text, _ = callTool(t, view, &mcp.CallToolParams{Name: toolJournalTail, Arguments: map[string]any{"kinds": "login"}})
+	if !isErr || !strings.Contains(text, "mode observe admits no AI agent") {
+		t.Fatalf("journal_tail in a mode that admits no agent = %q, want it refused too", text)
+	}
+	var turnedAway int
+	s.waitSeq(t)
+	evs, err := s.eng.Events(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Kind == runtime.KindLogin && strings.Contains(string(ev.Body), `"action":"refused"`) &&
+			strings.Contains(string(ev.Body), `"why":"mode observe admits no AI agent"`) && strings.Contains(string(ev.Body), `"user":"viewer"`) {
+			turnedAway++
+		}
+	}
+	if turnedAway != 1 {
+		t.Errorf("the journal has %d refusals of viewer for the mode, want 1 for three calls", turnedAway)
+	}
 }
 
 func TestMCPAuth(t *testing.T) {

@@ -310,7 +310,7 @@ func (m *mcpSurface) caller(ctx context.Context, req *mcp.CallToolRequest, tool 
 	if !id.Role.AtLeast(min) {
 		return nil, needRole(id, min, tool)
 	}
-	if mode := m.web.eng.Mode(ctx).Name; !m.admitted(mode) {
+	if mode := m.web.eng.Mode(ctx).Name; !m.admitted(ctx, name, mode) {
 		return nil, fmt.Errorf("refused: mode %s admits no AI agent (mcp.modes names %s); a person decides, in the console", mode,
 			strings.Join(m.opts.Modes, ", "))
 	}
