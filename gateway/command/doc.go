@@ -21,6 +21,7 @@
 //	status                      out   retained: "online" while the gateway serves, "offline" as it stops
 //	ha/<device>/<capability>    out   retained, with Home Assistant discovery on: the believed state, plain
 //	ha/<device>/<cap>/outcome   out   retained, with Home Assistant discovery on: an actuator's last outcome
+//	ha/_device/<device>         out   retained, with Home Assistant discovery on: online or offline
 //	ha/mode                     out   retained, with Home Assistant discovery on: the mode in force
 //
 // The command id is the idempotency key: a QoS 1 redelivery or a retry

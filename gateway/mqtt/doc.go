@@ -33,7 +33,8 @@
 // capability to Home Assistant by MQTT discovery (see HomeAssistant): the
 // entities command on the governed cmd/ topics and read ha/<device>/<cap>,
 // which carries only what the gateway believes, ha/<device>/<cap>/outcome,
-// an actuator's last outcome, and ha/mode, the mode in force. While it is
+// an actuator's last outcome, ha/_device/<device>, whether a device is
+// reachable, and ha/mode, the mode in force. While it is
 // on, no client may publish under the discovery prefix but on its status
 // (Home Assistant's birth and will), nor point a response topic there.
 package mqtt

@@ -40,11 +40,14 @@ type haFold struct {
 	caps map[string]devices.Capability
 	// asked maps a pending approval's id to its "device/capability".
 	asked map[string]string
+	// devs are the announced devices.
+	devs map[string]bool
 }
 
 func newHAFold(devs []devices.Device) *haFold {
-	f := &haFold{caps: map[string]devices.Capability{}, asked: map[string]string{}}
+	f := &haFold{caps: map[string]devices.Capability{}, asked: map[string]string{}, devs: map[string]bool{}}
 	for _, d := range devs {
+		f.devs[d.ID] = true
 		for _, c := range d.Capabilities {
 			f.caps[d.ID+"/"+c.Name] = c
 		}
@@ -80,6 +83,18 @@ func (f *haFold) outcome(device, capability string, o haOutcome) []haMessage {
 		return nil // a value that cannot be encoded was never a command
 	}
 	return []haMessage{{topic: HAOutcomeTopic(device, capability), payload: payload}}
+}
+
+// reachable is whether an announced device is online.
+func (f *haFold) reachable(device string, online bool) []haMessage {
+	if !f.devs[device] {
+		return nil
+	}
+	payload := []byte("offline")
+	if online {
+		payload = []byte("online")
+	}
+	return []haMessage{{topic: HADeviceTopic(device), payload: payload}}
 }
 
 // snapshot is what the fold starts from: the believed state of every
@@ -150,6 +165,12 @@ func modeMessage(m haMode) []haMessage {
 // apply folds one event, and returns the messages it changes.
 func (f *haFold) apply(ev runtime.Event) []haMessage {
 	switch ev.Kind {
+	case runtime.KindDeviceOnline, runtime.KindDeviceOffline:
+		var db runtime.DeviceBody
+		if ev.DecodeBody(&db) != nil {
+			return nil
+		}
+		return f.reachable(db.Device, ev.Kind == runtime.KindDeviceOnline)
 	case runtime.KindModeChanged:
 		var mc runtime.ModeChangedBody
 		if ev.DecodeBody(&mc) != nil || mc.To == "" {

@@ -77,6 +77,24 @@ func TestHAFoldSaysWhatBecameOfACommand(t *testing.T) {
 			t.Errorf("%s: outcome %q, state %q; want %q, %q", s.name, outcome, state, s.outcome, s.state)
 		}
 	}
+	// A device that goes makes its entities unavailable; another device's
+	// going says nothing.
+	for _, c := range []struct {
+		kind   runtime.Kind
+		device string
+		want   string
+	}{{runtime.KindDeviceOffline, dev, "offline"}, {runtime.KindDeviceOnline, dev, "online"}, {runtime.KindDeviceOffline, "pump-9", ""}} {
+		msgs := f.apply(ev(c.kind, runtime.DeviceBody{Device: c.device, Reason: "unplugged"}))
+		got := ""
+		for _, m := range msgs {
+			if m.topic == HADeviceTopic(c.device) {
+				got = string(m.payload)
+			}
+		}
+		if got != c.want || len(msgs) > 1 {
+			t.Errorf("%s of %s: %d messages, %q on %s; want %q", c.kind, c.device, len(msgs), got, HADeviceTopic(c.device), c.want)
+		}
+	}
 	// Home Assistant keeps a state of at most 255 characters.
 	long := f.apply(ev(runtime.KindRefused, runtime.RefusedBody{Device: dev, Capability: capName, Why: strings.Repeat("é", 300)}))
 	var o haOutcome

@@ -142,6 +142,9 @@ func haConfigProblems(haPrefix, topic string, payload []byte) (string, map[strin
 				badf("availability entry %v has no topic", a)
 			}
 		}
+		if m, ok := cfg["availability_mode"]; ok && m != "all" && m != "any" && m != "latest" {
+			badf("availability_mode %v is not all, any or latest", m)
+		}
 		if _, both := cfg["availability_topic"]; both {
 			badf("availability and availability_topic are both given")
 		}

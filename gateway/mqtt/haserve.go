@@ -182,6 +182,14 @@ func (b *Broker) startHA() *haFold {
 	}
 	f := newHAFold(b.opts.HomeAssistant.Devices)
 	m := b.eng.Mode(b.ctx)
-	b.publishHA(append(modeMessage(haMode{Mode: m.Name, Since: m.Since, By: m.By, Expires: m.Expires}), f.snapshot(b.eng)...))
+	msgs := modeMessage(haMode{Mode: m.Name, Since: m.Since, By: m.By, Expires: m.Expires})
+	online := map[string]bool{}
+	for _, d := range b.eng.Devices() {
+		online[d.ID] = true
+	}
+	for _, d := range b.opts.HomeAssistant.Devices {
+		msgs = append(msgs, f.reachable(d.ID, online[d.ID])...)
+	}
+	b.publishHA(append(msgs, f.snapshot(b.eng)...))
 	return f
 }

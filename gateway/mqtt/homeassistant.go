@@ -62,6 +62,12 @@ const (
 // {"mode": "supervised", "since", "by", "expires"}.
 const HAModeTopic = "ha/mode"
 
+// HADeviceTopic carries, retained, whether a device is reachable:
+// "online" or "offline", as its driver says. A device's entities are
+// available while both it and the gateway are online. (Device ids begin
+// with a letter or digit, so "_device" is never a device's level.)
+func HADeviceTopic(device string) string { return "ha/_device/" + device }
+
 // HAStateTopic carries, retained, what the gateway believes of a
 // capability as Home Assistant reads it: "ON"/"OFF" for a bool, a number
 // in plain decimal, the text of an enum or a string.
@@ -165,10 +171,12 @@ func (b *Broker) haEntities() []haEntity {
 		if ha.ConsoleURL != "" {
 			dev["configuration_url"] = ha.ConsoleURL + "/devices/" + url.PathEscape(d.ID)
 		}
+		devAvail := append(slices.Clone(avail), map[string]any{"topic": b.opts.Prefix + HADeviceTopic(d.ID),
+			"payload_available": "online", "payload_not_available": "offline"})
 		for _, c := range d.Capabilities {
 			base := func(id string, name string) map[string]any {
-				return map[string]any{"name": name, "unique_id": id, "availability": avail, "device": dev, "origin": origin,
-					"json_attributes_topic": b.opts.Prefix + "state/" + d.ID + "/" + c.Name}
+				return map[string]any{"name": name, "unique_id": id, "availability": devAvail, "availability_mode": "all",
+					"device": dev, "origin": origin, "json_attributes_topic": b.opts.Prefix + "state/" + d.ID + "/" + c.Name}
 			}
 			id := haID("sg", ha.GatewayID, d.ID, c.Name)
 			cfg := base(id, title(c.Name))

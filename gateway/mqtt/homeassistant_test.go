@@ -25,6 +25,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/devices/devicetest"
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
@@ -104,6 +105,7 @@ func TestHomeAssistantDiscoveryMeetsTheSchema(t *testing.T) {
 	// valve-1 and heater-1 each a switch and its outcome sensor.
 	configs := discovery(t, subscribe(t, hass, "homeassistant/#"), 7)
 	byComponent := map[string]int{}
+	availability := map[string]bool{}
 	ids := map[string]bool{}
 	states := map[string]bool{}
 	for topic, payload := range configs {
@@ -151,23 +153,49 @@ func TestHomeAssistantDiscoveryMeetsTheSchema(t *testing.T) {
 				t.Errorf("%s: %s = %s is no topic the gateway publishes", topic, k, s)
 			}
 		}
+		// Available while the gateway is, and the device when there is one.
 		avail, _ := cfg["availability"].([]any)
+		var atopics []string
 		for _, a := range avail {
-			if a.(map[string]any)["topic"] != prefix+TopicStatus {
-				t.Errorf("%s: availability %v is not the gateway's status", topic, a)
+			at, _ := a.(map[string]any)["topic"].(string)
+			atopics = append(atopics, at)
+			availability[at] = true
+		}
+		dev, _ := cfg["device"].(map[string]any)
+		ids, _ := dev["identifiers"].([]any)
+		switch {
+		case jsonEqual(ids, []string{"sg_test"}) && component == "binary_sensor":
+			if len(atopics) != 0 {
+				t.Errorf("%s: the gateway's status is available when the gateway is offline; availability %v", topic, atopics)
+			}
+		case jsonEqual(ids, []string{"sg_test"}):
+			if !slices.Equal(atopics, []string{prefix + TopicStatus}) {
+				t.Errorf("%s: availability %v, want the gateway's status", topic, atopics)
+			}
+		default:
+			id, _ := ids[0].(string)
+			device := strings.TrimPrefix(id, "sg_test_")
+			if !slices.Equal(atopics, []string{prefix + TopicStatus, prefix + HADeviceTopic(device)}) || cfg["availability_mode"] != "all" {
+				t.Errorf("%s: availability %v (mode %v), want the gateway's status and %s's, all", topic, atopics, cfg["availability_mode"], device)
 			}
 		}
-		if dev, _ := cfg["device"].(map[string]any); !jsonEqual(dev["identifiers"], []string{"sg_test"}) && dev["via_device"] != "sg_test" {
+		if !jsonEqual(dev["identifiers"], []string{"sg_test"}) && dev["via_device"] != "sg_test" {
 			t.Errorf("%s: via_device = %v, want the gateway sg_test", topic, dev["via_device"])
 		}
 	}
 	if want := map[string]int{"binary_sensor": 1, "sensor": 4, "switch": 2}; !mapsEqual(byComponent, want) {
 		t.Errorf("components = %v, want %v", byComponent, want)
 	}
-	// The availability topic holds the birth message.
-	st := subscribe(t, hass, prefix+TopicStatus)
-	if m := next(t, st, "the status"); string(m.Payload()) != "online" || !m.Retained() {
-		t.Errorf("status = %q (retained %v), want a retained online", m.Payload(), m.Retained())
+	// Every availability topic holds a retained online: the gateway's
+	// status (its birth message), and each device's.
+	if len(availability) != 4 {
+		t.Errorf("availability topics %v, want the gateway's and 3 devices'", availability)
+	}
+	for at := range availability {
+		st := subscribe(t, hass, at)
+		if m := next(t, st, at); string(m.Payload()) != "online" || !m.Retained() {
+			t.Errorf("%s = %q (retained %v), want a retained online", at, m.Payload(), m.Retained())
+		}
 	}
 	// The gateway's mode is the mode sensor's state.
 	mode := subscribe(t, hass, prefix+HAModeTopic)
@@ -499,4 +527,24 @@ func TestHomeAssistantGolden(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHomeAssistantDeviceGoesUnavailable unplugs tank-1: its entities'
+// availability topic says offline once the gateway sees it gone, and
+// online when it is back.
+func TestHomeAssistantDeviceGoesUnavailable(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	hass := gw.mustClient("hass", "hass-password")
+	topic := prefix + HADeviceTopic("tank-1")
+	ch := subscribe(t, hass, topic)
+	if m := next(t, ch, "tank-1's availability"); string(m.Payload()) != "online" {
+		t.Fatalf("%s = %q, want online", topic, m.Payload())
+	}
+	alice := gw.mustClient("alice", "alice-password")
+	gw.g.SetFault("tank-1", devicetest.Fault{Offline: true})
+	publish(t, alice, prefix+"cmd/tank-1/level", 1, "") // a step refreshes the registry
+	waitFor(t, ch, topic, "offline", func(p []byte) bool { return string(p) == "offline" })
+	gw.g.SetFault("tank-1", devicetest.Fault{})
+	publish(t, alice, prefix+"cmd/tank-1/level", 1, "")
+	waitFor(t, ch, topic, "online again", func(p []byte) bool { return string(p) == "online" })
 }
