@@ -133,7 +133,8 @@ func haVersion() string {
 
 // haEntities are the discovery configs of everything the gateway
 // announces, the gateway's own first, then each device's capabilities in
-// the order of the configuration. envelope gives an actuator's envelope.
+// the order of the configuration. A number's range and step come from its
+// envelope in the engine's policy.
 func (b *Broker) haEntities() []haEntity {
 	ha := b.opts.HomeAssistant
 	gw := haID("sg", ha.GatewayID)
