@@ -322,28 +322,28 @@ func (m *mcpSurface) caller(ctx context.Context, req *mcp.CallToolRequest, tool 
 	return id, nil
 }
 
-// discardWriter is the response of a call made through the API's code
-// from a tool: what matters is the returned value or error.
-type discardWriter struct {
+// apiRecorder keeps the response of a call made through the API's code
+// from a tool: its body, for a handler that writes one, and its status.
+type apiRecorder struct {
 	h    http.Header
 	body bytes.Buffer
 	code int
 }
 
-func (w *discardWriter) Header() http.Header {
+func (w *apiRecorder) Header() http.Header {
 	if w.h == nil {
 		w.h = http.Header{}
 	}
 	return w.h
 }
-func (w *discardWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
-func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+func (w *apiRecorder) Write(b []byte) (int, error) { return w.body.Write(b) }
+func (w *apiRecorder) WriteHeader(code int)        { w.code = code }
 
 // apiContext is an echo context for calling the API's code from a tool,
 // as id: the same checks, the same engine calls, the same errors.
-func (m *mcpSurface) apiContext(ctx context.Context, id *identity, target string) (echo.Context, *discardWriter) {
+func (m *mcpSurface) apiContext(ctx context.Context, id *identity, target string) (echo.Context, *apiRecorder) {
 	r, _ := http.NewRequestWithContext(ctx, http.MethodPost, target, http.NoBody)
-	w := &discardWriter{}
+	w := &apiRecorder{}
 	c := m.web.e.NewContext(r, w)
 	c.SetPath(MCPPath)
 	c.Set(ctxIdentity, id)
