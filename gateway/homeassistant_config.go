@@ -21,7 +21,8 @@ type IntegrationsConfig struct {
 // discovery on the embedded broker. Every key is restart-only: a reload
 // names "integrations" as waiting for a restart.
 type HomeAssistantConfig struct {
-	// Enabled must be true to announce anything.
+	// Enabled must be true to announce anything; the other keys are
+	// checked either way.
 	Enabled bool `yaml:"enabled"`
 	// Prefix is Home Assistant's discovery prefix. Default homeassistant.
 	Prefix string `yaml:"prefix"`
@@ -39,15 +40,18 @@ type HomeAssistantConfig struct {
 // haPrefixPattern is a discovery prefix: topic levels of [A-Za-z0-9_-].
 var haPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$`)
 
-// homeAssistant checks the Home Assistant integration and sets it on the
-// broker's options.
+// homeAssistant checks the Home Assistant integration, turned on or not,
+// and sets it on the broker's options when it is on.
 func (c *checker) homeAssistant(p path, hc *HomeAssistantConfig, b *Built) {
-	if hc == nil || !hc.Enabled {
+	if hc == nil {
 		return
 	}
-	if b.MQTT == nil {
+	if hc.Enabled && b.MQTT == nil {
 		c.errf(p.with("enabled"), "Home Assistant discovery needs the embedded broker, and mqtt.enabled is false")
-		return
+	}
+	gatewayPrefix := "shadowgate/" + b.GatewayID + "/"
+	if b.MQTT != nil {
+		gatewayPrefix = b.MQTT.Prefix
 	}
 	ha := &mqtt.HomeAssistant{Prefix: hc.Prefix, GatewayID: b.GatewayID, Devices: b.Devices,
 		Models: map[string]string{}, Classes: map[string]string{}}
@@ -57,8 +61,8 @@ func (c *checker) homeAssistant(p path, hc *HomeAssistantConfig, b *Built) {
 	switch {
 	case !haPrefixPattern.MatchString(ha.Prefix):
 		c.errf(p.with("prefix"), "%q is not a discovery prefix: topic levels of letters, digits, '-' and '_', without a leading or trailing /", ha.Prefix)
-	case strings.HasPrefix(ha.Prefix+"/", b.MQTT.Prefix) || strings.HasPrefix(b.MQTT.Prefix, ha.Prefix+"/"):
-		c.errf(p.with("prefix"), "%q overlaps the gateway's own topics (%s); Home Assistant's prefix is usually homeassistant", ha.Prefix, b.MQTT.Prefix)
+	case strings.HasPrefix(ha.Prefix+"/", gatewayPrefix) || strings.HasPrefix(gatewayPrefix, ha.Prefix+"/"):
+		c.errf(p.with("prefix"), "%q overlaps the gateway's own topics (%s); Home Assistant's prefix is usually homeassistant", ha.Prefix, gatewayPrefix)
 	}
 	ha.ConsoleURL = c.consoleURL(p.with("console_url"), hc.ConsoleURL, b)
 	types := map[string]string{}
@@ -89,7 +93,9 @@ func (c *checker) homeAssistant(p path, hc *HomeAssistantConfig, b *Built) {
 		}
 		ha.Classes[k] = class
 	}
-	b.MQTT.HomeAssistant = ha
+	if hc.Enabled && b.MQTT != nil {
+		b.MQTT.HomeAssistant = ha
+	}
 }
 
 // consoleURL checks the console's address for Home Assistant, or makes one

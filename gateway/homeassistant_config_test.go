@@ -85,6 +85,8 @@ var haBadConfigs = []struct {
 		`c.yaml:22:21: integrations.homeassistant.device_classes.tank-1.level: device class temperature takes the units °C, °F, K; this capability has no unit`},
 	{"unknown key", minimal + "integrations:\n  homeassistant:\n    enabled: true\n    discovery: true\n",
 		`c.yaml:21:5: integrations.homeassistant.discovery: unknown key "discovery"`},
+	{"checked when off too", minimal + "integrations:\n  homeassistant:\n    enabled: false\n    device_classes: {pump-1.on: door}\n",
+		`c.yaml:21:33: integrations.homeassistant.device_classes.pump-1.on: "door" is not a device class of a switch`},
 	{"YAML 1.1 bool", minimal + "integrations:\n  homeassistant:\n    enabled: yes\n",
 		`c.yaml:20:14: integrations.homeassistant.enabled: "yes" is not a boolean in YAML 1.2`},
 }
