@@ -19,6 +19,8 @@ type MCPConfig struct {
 	// Tokens names the API tokens (web.tokens) agents may use; any other
 	// token is refused. A viewer token lists, reads and follows
 	// approvals; an operator token also requests writes and starts plans.
+	// An approver's or an admin's token is refused: the same token
+	// answers approvals on the API, and an agent must never approve.
 	Tokens []string `yaml:"tokens"`
 	// Rate bounds each token's tool calls. Default 60 a minute, a burst
 	// of 10.
@@ -55,10 +57,18 @@ func (c *checker) mcp(p path, mc *MCPConfig, cfg *Config, b *Built) *web.MCPOpti
 		c.errf(p.with("tokens"), "name at least one of web.tokens for agents to use")
 	}
 	for i, name := range mc.Tokens {
-		if !slices.ContainsFunc(cfg.Web.Tokens, func(t TokenConfig) bool { return t.Name == name }) {
+		j := slices.IndexFunc(cfg.Web.Tokens, func(t TokenConfig) bool { return t.Name == name })
+		switch {
+		case j < 0:
 			c.errf(p.with("tokens", i), "no token %q in web.tokens", name)
-		} else if slices.Contains(mc.Tokens[:i], name) {
+		case slices.Contains(mc.Tokens[:i], name):
 			c.errf(p.with("tokens", i), "token %q is named twice", name)
+		case cfg.Web.Tokens[j].Role != "viewer" && cfg.Web.Tokens[j].Role != "operator":
+			// The same token works on the API, where an approver answers
+			// approvals: an agent holding one could approve its own
+			// requests.
+			c.errf(p.with("tokens", i), "token %q is %s %s; an agent's token is a viewer or an operator, so that it can never answer an approval through the API",
+				name, article(cfg.Web.Tokens[j].Role), cfg.Web.Tokens[j].Role)
 		}
 	}
 	o.Tokens = slices.Clone(mc.Tokens)
@@ -92,4 +102,12 @@ func (c *checker) mcp(p path, mc *MCPConfig, cfg *Config, b *Built) *web.MCPOpti
 		}
 	}
 	return o
+}
+
+// article is "a" or "an" before word.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }

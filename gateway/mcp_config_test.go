@@ -56,6 +56,8 @@ mcp: {enabled: true, tokens: [agent]}
 func TestMCPConfigErrorsNameTheField(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown token", mcpTokens + "mcp: {enabled: true, tokens: [agent, nobody]}\n", `mcp.tokens[1]: no token "nobody" in web.tokens`},
+		{"approver", mcpTokens + "    - {name: ann, role: approver, token_hash: c652b710377aa643a72221018b2c6e8f6399bd940ccbb8dbe80009ce0aaea5fe}\n" +
+			"mcp: {enabled: true, tokens: [agent, ann]}\n", `mcp.tokens[1]: token "ann" is an approver; an agent's token is a viewer or an operator`},
 		{"twice", mcpTokens + "mcp: {enabled: true, tokens: [agent, agent]}\n", `mcp.tokens[1]: token "agent" is named twice`},
 		{"no tokens", mcpTokens + "mcp: {enabled: true}\n", `mcp.tokens: name at least one of web.tokens`},
 		{"unknown mode", mcpTokens + "mcp: {enabled: true, tokens: [agent], modes: [supervised, turbo]}\n", `mcp.modes[1]: unknown mode "turbo"`},

@@ -30,7 +30,9 @@ const MCPPath = "/mcp"
 type MCPOptions struct {
 	// Tokens names the API tokens (Options.Tokens) an agent may use; any
 	// other token is refused with 403. A viewer token lists, reads and
-	// follows; an operator token also requests writes and starts plans.
+	// follows; an operator token also requests writes and starts plans. An
+	// approver's or an admin's token is refused (403) even if named: on
+	// the API it answers approvals, and an agent must never approve.
 	Tokens []string
 	// PerMinute and Burst bound each token's tool calls. Defaults 60 and
 	// 10; a call over the bound is refused, saying when to try again.
@@ -158,6 +160,11 @@ func (m *mcpSurface) gate(next echo.HandlerFunc) echo.HandlerFunc {
 				return problem(http.StatusUnauthorized, "send Authorization: Bearer <token> with a token named in mcp.tokens")
 			case !slices.Contains(m.opts.Tokens, id.User):
 				return problem(http.StatusForbidden, "token "+id.User+" is not admitted to MCP: name it in mcp.tokens")
+			case id.Role.AtLeast(access.Approver):
+				// The same token answers approvals on the API: an agent
+				// holding it could approve its own requests.
+				return problem(http.StatusForbidden, "token "+id.User+" is "+article(id.Role.String())+" "+id.Role.String()+
+					"; an agent's token is a viewer or an operator, so that it can never answer an approval")
 			}
 			agent := &identity{User: id.User, Role: id.Role, Principal: "mcp:" + id.User, Token: true}
 			r := c.Request()

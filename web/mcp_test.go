@@ -303,6 +303,17 @@ func TestMCPAuth(t *testing.T) {
 	if _, err := s.agent(t, "nobody", nil); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("connecting with a wrong token: %v, want 401", err)
 	}
+	// Nor an approver's, even named: it could answer its own requests.
+	named := mcpSite(t, siteOptions{}, MCPOptions{Tokens: []string{"operator", "approver", "admin"}})
+	for _, tok := range []string{"approver", "admin"} {
+		if _, err := named.agent(t, tok, nil); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+			t.Errorf("connecting with the %s token named in mcp.tokens: %v, want 403", tok, err)
+		}
+		code, body := named.call(http.MethodPost, MCPPath, tok, `{}`)
+		if code != http.StatusForbidden || !strings.Contains(body, "an agent's token is a viewer or an operator") {
+			t.Errorf("POST /mcp as %s = %d %s", tok, code, body)
+		}
+	}
 	// Without a token: 401 with WWW-Authenticate, JSON, never the login page.
 	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+MCPPath, strings.NewReader(`{}`))
 	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
