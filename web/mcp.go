@@ -57,7 +57,7 @@ type mcpSurface struct {
 	handler http.Handler
 	srv     *mcp.Server
 
-	// mu guards limits and hints.
+	// mu guards limits, hints, deviceURIs and turnedAway.
 	mu     sync.Mutex
 	limits map[string]*rate.Limiter // by token name
 	hints  string                   // the tools' descriptions and annotations as last added
@@ -75,9 +75,6 @@ type mcpIdentityKey struct{}
 // consoleHeader carries the console's address, as the agent reached it,
 // from the gate to the tools.
 const consoleHeader = "X-Shadowgate-Console"
-
-// mcpRoleKey carries the token's role in the session's token info.
-const mcpRoleKey = "role"
 
 // mountMCP serves [MCPPath] when Options.MCP is set. The endpoint is
 // taken before routing, so that an agent's failures are answered as an
@@ -120,9 +117,10 @@ func (s *Server) mountMCP() {
 		if id == nil {
 			return nil, auth.ErrInvalidToken
 		}
-		// The token does not expire; the SDK wants a time.
-		return &auth.TokenInfo{UserID: id.Principal, Expiration: s.opts.Now().Add(24 * time.Hour),
-			Extra: map[string]any{mcpRoleKey: id.Role}}, nil
+		// The token does not expire; the SDK wants a time. UserID binds
+		// a session to its token: another token cannot use it (403). The
+		// tools look the token's role up at each call.
+		return &auth.TokenInfo{UserID: id.Principal, Expiration: s.opts.Now().Add(24 * time.Hour)}, nil
 	}
 	m.handler = http.NewCrossOriginProtection().Handler(auth.RequireBearerToken(verify, nil)(stream))
 	s.e.Pre(m.gate)
