@@ -303,6 +303,22 @@ func TestMCPAuth(t *testing.T) {
 	if _, err := s.agent(t, "nobody", nil); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("connecting with a wrong token: %v, want 401", err)
 	}
+	// A session belongs to its token: another token cannot use it.
+	op := mustAgent(t, s, "operator", nil)
+	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+MCPPath,
+		strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_devices","arguments":{}}}`))
+	req.Header.Set("Authorization", "Bearer tok-viewer")
+	req.Header.Set("Mcp-Session-Id", op.ID())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if op.ID() == "" || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the viewer's token on the operator's session %q = %d, want 403", op.ID(), resp.StatusCode)
+	}
 	// Nor an approver's, even named: it could answer its own requests.
 	named := mcpSite(t, siteOptions{}, MCPOptions{Tokens: []string{"operator", "approver", "admin"}})
 	for _, tok := range []string{"approver", "admin"} {
@@ -315,8 +331,8 @@ func TestMCPAuth(t *testing.T) {
 		}
 	}
 	// Without a token: 401 with WWW-Authenticate, JSON, never the login page.
-	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+MCPPath, strings.NewReader(`{}`))
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	req, _ = http.NewRequest(http.MethodPost, s.srv.URL+MCPPath, strings.NewReader(`{}`))
+	resp, err = (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
