@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,6 +239,11 @@ func TestMCPEndToEnd(t *testing.T) {
 			HTTPClient: &http.Client{Transport: bearerTransport{agentToken, http.DefaultTransport}}, MaxRetries: -1})
 		goChecks(t, "Go SDK over HTTP", cs)
 	})
+	t.Run("go-http-console-approval", func(t *testing.T) {
+		cs := goAgent(t, &mcp.StreamableClientTransport{Endpoint: endpoint,
+			HTTPClient: &http.Client{Transport: bearerTransport{agentToken, http.DefaultTransport}}, MaxRetries: -1})
+		consoleApproval(t, base, cs)
+	})
 	t.Run("go-stdio", func(t *testing.T) {
 		cmd := exec.Command(bin, "mcp", "--url", endpoint)
 		cmd.Env = append(os.Environ(), envMCPToken+"="+agentToken)
@@ -327,5 +334,54 @@ func goChecks(t *testing.T, who string, cs *mcp.ClientSession) {
 	rr, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "shadowgate://devices/tank-1"})
 	if err != nil || len(rr.Contents) != 1 || !strings.Contains(rr.Contents[0].Text, `"id": "tank-1"`) {
 		t.Errorf("%s: the resource of tank-1 = %v, %v", who, rr, err)
+	}
+}
+
+// consoleApproval: the agent asks to start the pump; a person logs in to
+// the console as a browser does and approves on the Approvals page's
+// form; get_approval reports who approved and the receipt.
+func consoleApproval(t *testing.T, base string, cs *mcp.ClientSession) {
+	t.Helper()
+	ctx := t.Context()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "request_write", Arguments: map[string]any{
+		"device": "pump-1", "capability": "on", "value": true, "reason": "fill the trays"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := res.StructuredContent.(map[string]any)
+	id, _ := out["approval_id"].(string)
+	if res.IsError || out["outcome"] != "pending_approval" || id == "" {
+		t.Fatalf("request_write pump-1.on = %v", res.Content)
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &feHTTP{t: t, name: "console:demo", base: base,
+		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	if status, _ := h.page(ctx, "/login"); status != http.StatusOK || h.csrf == "" {
+		t.Fatalf("GET /login = %d, CSRF token %q", status, h.csrf)
+	}
+	if status, body := h.form(ctx, "/login", url.Values{"user": {demoUser}, "password": {demoPassword}}); status != http.StatusSeeOther {
+		t.Fatalf("logging in as demo = %d %s", status, body)
+	}
+	status, page := h.page(ctx, "/approvals")
+	if status != http.StatusOK || !strings.Contains(string(page), "approval-"+id) || !strings.Contains(string(page), "mcp:agent") {
+		t.Fatalf("the Approvals page = %d, want the agent's request %s on it", status, id)
+	}
+	if status, body := h.form(ctx, "/approvals/"+id, url.Values{"decision": {"approve"}, "device": {"pump-1"}, "capability": {"on"},
+		"value": {"true"}}); status != http.StatusSeeOther {
+		t.Fatalf("approving in the console = %d %s, want 303", status, body)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_approval", Arguments: map[string]any{"approval_id": id, "wait_seconds": 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = res.StructuredContent.(map[string]any)
+	act, _ := out["act"].(map[string]any)
+	outcome, _ := out["outcome"].(map[string]any)
+	if res.IsError || out["done"] != true || act == nil || act["result"] != "confirmed" || outcome == nil || outcome["receipt"] == nil ||
+		!strings.Contains(out["summary"].(string), "approved by console:demo") {
+		t.Errorf("get_approval after the console's approval = %v", res.Content)
 	}
 }
