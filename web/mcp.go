@@ -57,9 +57,10 @@ type mcpSurface struct {
 	handler http.Handler
 	srv     *mcp.Server
 
-	// mu guards limits, hints, deviceURIs and turnedAway.
+	// mu guards limits, over, hints, deviceURIs and turnedAway.
 	mu     sync.Mutex
 	limits map[string]*rate.Limiter // by token name
+	over   map[string]bool          // by token name: its last call was over the rate
 	hints  string                   // the tools' descriptions and annotations as last added
 	// deviceURIs are the device resources as last added.
 	deviceURIs []string
@@ -91,7 +92,7 @@ func (s *Server) mountMCP() {
 	if o.Burst <= 0 {
 		o.Burst = 10
 	}
-	m := &mcpSurface{web: s, opts: o, limits: map[string]*rate.Limiter{}, turnedAway: map[string]string{}}
+	m := &mcpSurface{web: s, opts: o, limits: map[string]*rate.Limiter{}, over: map[string]bool{}, turnedAway: map[string]string{}}
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "shadowgate", Title: "Shadowgate", Version: o.Version},
 		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: s.log.With("component", "mcp")})
 	m.refresh()
@@ -223,6 +224,8 @@ func (m *mcpSurface) close() {
 
 // allow spends one of the token's calls, or says when the next one may
 // come.
+// The log says when a token goes over its rate, once, not at every
+// call refused.
 func (m *mcpSurface) allow(token string, now time.Time) (time.Duration, bool) {
 	m.mu.Lock()
 	l := m.limits[token]
@@ -232,11 +235,18 @@ func (m *mcpSurface) allow(token string, now time.Time) (time.Duration, bool) {
 	}
 	m.mu.Unlock()
 	r := l.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
+	d := r.DelayFrom(now)
+	if d > 0 {
 		r.CancelAt(now)
-		return d, false
 	}
-	return 0, true
+	m.mu.Lock()
+	first := d > 0 && !m.over[token]
+	m.over[token] = d > 0
+	m.mu.Unlock()
+	if first {
+		m.web.log.Warn("mcp token over its rate", "token", token, "per_minute", m.opts.PerMinute)
+	}
+	return d, d <= 0
 }
 
 // untilBye returns a context that ends with ctx or when the server shuts

@@ -315,7 +315,6 @@ func (m *mcpSurface) caller(ctx context.Context, req *mcp.CallToolRequest, tool 
 			strings.Join(m.opts.Modes, ", "))
 	}
 	if wait, ok := m.allow(name, m.web.opts.Now()); !ok {
-		m.web.log.Warn("mcp call over the rate", "token", name, "tool", tool)
 		return nil, fmt.Errorf("refused: token %s is over its %d calls a minute; try again in %s", name, m.opts.PerMinute,
 			wait.Round(time.Second)+time.Second)
 	}
