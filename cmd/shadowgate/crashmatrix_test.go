@@ -1,0 +1,728 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shadowgate/shadowgate/internal/failpoint"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
+)
+
+// buildFailpointBinary builds shadowgate with the failpoints tag once per
+// test binary, into a temporary directory.
+var buildFailpointBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "shadowgate-failpoints-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "shadowgate")
+	out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build -tags failpoints: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func failpointBinary(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		if os.Getenv("SHADOWGATE_E2E") == "1" {
+			t.Fatal("go is not on PATH, and SHADOWGATE_E2E=1 needs this test to run")
+		}
+		t.Skip("go is not on PATH")
+	}
+	bin, err := buildFailpointBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestShippedBinaryHasNoFailpoints: the binary built without the tag holds
+// none of the failpoints' names, nor the variable that arms them; the one
+// built with it holds them all, so the check can fail.
+func TestShippedBinaryHasNoFailpoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary twice")
+	}
+	shipped, err := os.ReadFile(shadowgateBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, err := os.ReadFile(failpointBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range append(slices.Clone(failpoint.All), "SHADOWGATE_FAILPOINTS") {
+		if strings.Contains(string(shipped), s) {
+			t.Errorf("the shipped binary holds %q", s)
+		}
+		if !strings.Contains(string(tagged), s) {
+			t.Errorf("the binary built with -tags failpoints lacks %q", s)
+		}
+	}
+}
+
+// matrixPoints are the rows of the matrix: every failpoint at its first
+// hit once armed, and the group commit's at later hits too, which the
+// request's later commits reach (its executing record, its receipt).
+func matrixPoints() []string {
+	out := slices.Clone(failpoint.All)
+	for _, fp := range []string{failpoint.JournalBeforeWrite, failpoint.JournalAfterWrite} {
+		i := slices.Index(out, fp)
+		out = slices.Insert(out, i+1, fp+"@2", fp+"@3", fp+"@4")
+	}
+	return out
+}
+
+// fpExit is the exit code a matrix failpoint exits with, so that its exit
+// is told from any other.
+const fpExit = 86
+
+// matrixConfig is a sim greenhouse in the interlocked mode: the valve's
+// writes (reversible, contained) run; the heater's (not contained) ask;
+// the pump declares no effects, gets the worst case and asks. No sensor is polled and no plan is
+// scheduled, so that once it is up, the gateway writes only what a request
+// makes it write. The sim's state file counts every write an actuator
+// receives, across restarts, as hardware would. The tokens are those of
+// testdata/foureyes.yaml: appr-ci asks, carol-ci approves.
+func matrixConfig(dir string) string {
+	return `gateway:
+  id: matrix
+  state_dir: ` + filepath.Join(dir, "state") + `
+mode: interlocked
+approvals: {timeout: 5m, operate_within: 15s}
+users:
+  - {name: appr, role: approver, password_hash: "$2a$04$6R65H3gQGrIAb3Mwptc9JuTNMdfGoqFaZE5tpY15q854t7qyQrPoa"}
+  - {name: carol, role: approver, password_hash: "$2a$04$0gCHboXg9EGEHIRY0Y/Tm.Hzb04510N1zeXzWmjPloezHWHkj4YyC"}
+mqtt: {listen: "127.0.0.1:0"}
+web:
+  listen: "127.0.0.1:0"
+  tokens:
+    - {name: appr-ci, role: approver, user: appr, token_hash: 851053361a8bdfef82a330b5975be6665b3da46550ba22f911340372698d06d0}
+    - {name: carol-ci, role: approver, user: carol, token_hash: 31490ebeddd3fce409c0f2931220f0e13f7ad7bf31a4e3bec886d5298060a1b4}
+drivers:
+  - name: sim
+    type: sim
+    sim:
+      state_file: world.json
+devices:
+  - id: valve-1
+    driver: sim
+    address: valve
+    capabilities:
+      - name: open
+        kind: actuator
+        type: bool
+        read_back: true
+        effects: {reversible: true, contained: true}
+        confirm: {read_back: true, within: 2s}
+  - id: heater-1
+    driver: sim
+    address: heater
+    capabilities:
+      - name: "on"
+        kind: actuator
+        type: bool
+        read_back: true
+        effects: {reversible: true, contained: false, costs: true}
+        confirm: {read_back: true, within: 2s}
+  - id: pump-1
+    driver: sim
+    address: pump
+    capabilities:
+      - {name: "on", kind: actuator, type: bool, read_back: true}
+`
+}
+
+// A matrix request kind: what a client asks of the gateway while a
+// failpoint is armed.
+type matrixKind struct {
+	name string
+	// target is the actuator the request writes.
+	target string
+	// send makes the request, the failpoint armed by arm() at the moment
+	// the kind chooses. It returns what the client saw of the act (an
+	// acted reply's attempt id, or "") and whether the gateway answered
+	// to the end: if not, it went down.
+	send func(ctx context.Context, c *matrixCell, arm func()) (seen string, answered bool)
+}
+
+var matrixKinds = []matrixKind{
+	{name: "write runs", target: "valve-1.open", send: func(ctx context.Context, c *matrixCell, arm func()) (string, bool) {
+		arm()
+		r, err := c.command(ctx, "appr-ci", "valve-1", "open", "true", "req-1")
+		if err != nil {
+			return "", false
+		}
+		return r.acted(), true
+	}},
+	{name: "parked, approved", target: "heater-1.on", send: func(ctx context.Context, c *matrixCell, arm func()) (string, bool) {
+		r, err := c.command(ctx, "appr-ci", "heater-1", "on", "true", "req-1")
+		if err != nil || r.Outcome != "pending_approval" || r.Approval == nil {
+			c.t.Fatalf("heater-1.on before the failpoint was armed = %+v, %v; want pending_approval", r, err)
+		}
+		c.asked = append(c.asked, r.Approval.ID)
+		arm()
+		status, body, err := c.post(ctx, "carol-ci", "/api/v1/approvals/"+r.Approval.ID,
+			`{"decision":"approve","device":"heater-1","capability":"on","value":true,"reason":"crash matrix"}`)
+		if err != nil {
+			return "", false
+		}
+		if status != http.StatusOK {
+			c.t.Fatalf("approving %s = %d %s", r.Approval.ID, status, body)
+		}
+		// The act runs after the answer: what it came to is in the
+		// run's events, as any viewer of the API sees them.
+		return c.awaitRun(ctx, r.Approval.Run)
+	}},
+}
+
+// TestCrashMatrix crashes the gateway at each failpoint while it serves
+// each kind of request, restarts it without the failpoint and checks the
+// promises: every intent that reached executing is receipted, failed,
+// reconciled, or unknown and locked; no actuator received a write twice,
+// not even when the client sends the same request again after the
+// restart; every act a client saw is in the journal; journal verify
+// passes; pending approvals survive.
+func TestCrashMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary with failpoints and runs it twice per cell")
+	}
+	bin := failpointBinary(t)
+	// The cells run in parallel, after this function returns: the
+	// context ends with the test's cleanup, not with the function.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	var mu sync.Mutex
+	rows := map[string]map[string]string{}
+	t.Cleanup(func() {
+		// The matrix, as it came out.
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-30s", "failpoint")
+		for _, k := range matrixKinds {
+			fmt.Fprintf(&b, " | %-34s", k.name)
+		}
+		for _, fp := range matrixPoints() {
+			fmt.Fprintf(&b, "\n%-30s", fp)
+			for _, k := range matrixKinds {
+				fmt.Fprintf(&b, " | %-34s", rows[fp][k.name])
+			}
+		}
+		t.Logf("crash matrix:\n%s", b.String())
+	})
+	for _, fp := range matrixPoints() {
+		for _, kind := range matrixKinds {
+			t.Run(fp+"/"+kind.name, func(t *testing.T) {
+				t.Parallel()
+				c := &matrixCell{t: t, bin: bin, dir: t.TempDir(), fp: fp, kind: kind}
+				res := c.run(ctx)
+				t.Logf("%-30s × %-18s %s", fp, kind.name, res)
+				mu.Lock()
+				defer mu.Unlock()
+				if rows[fp] == nil {
+					rows[fp] = map[string]string{}
+				}
+				rows[fp][kind.name] = res
+			})
+		}
+	}
+}
+
+// matrixCell is one failpoint × one request kind.
+type matrixCell struct {
+	t   *testing.T
+	bin string
+	dir string
+	// fp is the failpoint, with @N for its Nth hit.
+	fp   string
+	kind matrixKind
+	base string
+	// asked are the approvals asked for before the crash: each must be
+	// pending or answered after it, never gone.
+	asked []string
+}
+
+// run crashes, restarts and checks; it returns the cell's line of the
+// matrix.
+func (c *matrixCell) run(ctx context.Context) string {
+	t := c.t
+	config := filepath.Join(c.dir, "matrix.yaml")
+	if err := os.WriteFile(config, []byte(matrixConfig(c.dir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	armFile := filepath.Join(c.dir, "arm")
+	name, nth, _ := strings.Cut(c.fp, "@")
+	if nth != "" {
+		nth = "@" + nth
+	}
+	p := startProc(ctx, t, c.bin, config,
+		failpoint.EnvSpec+"="+name+fmt.Sprintf("=exit(%d)", fpExit)+nth, failpoint.EnvArm+"="+armFile)
+	c.base = p.consoleBase(ctx, t)
+	// A bystander: an approval asked for before the crash, never answered.
+	by := c.awaitCommand(ctx, "appr-ci", "pump-1", "on", "true", "bystander")
+	if by.Outcome != "pending_approval" || by.Approval == nil {
+		t.Fatalf("the bystander's command = %+v, want pending_approval", by)
+	}
+	c.asked = append(c.asked, by.Approval.ID)
+	seen, answered := c.kind.send(ctx, c, func() {
+		if err := os.WriteFile(armFile, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if answered {
+		// Not reached by this request: it may still be reached on the way
+		// down, by the stop's own commits.
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	code := p.wait(ctx)
+	hit := slices.ContainsFunc(p.lines(), func(l string) bool { return strings.HasPrefix(l, "failpoint "+name+" fired") })
+	if hit != (code == fpExit) {
+		t.Fatalf("the gateway exited %d, failpoint fired %v; its log:\n%s", code, hit, strings.Join(p.lines(), "\n"))
+	}
+	if !hit && code != 0 {
+		t.Fatalf("the gateway exited %d with no failpoint fired; its log:\n%s", code, strings.Join(p.lines(), "\n"))
+	}
+	before := mustWorld(t, c.dir)
+
+	// Restart without the failpoint; the client sends its request again,
+	// as one that never heard back would.
+	p = startProc(ctx, t, c.bin, config)
+	c.base = p.consoleBase(ctx, t)
+	p.awaitSettled(ctx, t)
+	dev, capab, _ := strings.Cut(c.kind.target, ".")
+	again := c.awaitCommand(ctx, "appr-ci", dev, capab, "true", "req-1")
+	if id := again.acted(); id != "" && seen != "" && id != seen {
+		t.Errorf("the request sent again acted as attempt %s; the client had seen attempt %s act", id, seen)
+	}
+	pending := c.pendingApprovals(ctx)
+	if !slices.Contains(pending, c.asked[0]) {
+		t.Errorf("the bystander's approval %s is not pending after the restart; pending: %q", c.asked[0], pending)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(ctx); code != 0 {
+		t.Fatalf("the restarted gateway exited %d; its log:\n%s", code, strings.Join(p.lines(), "\n"))
+	}
+	after := mustWorld(t, c.dir)
+	locked := c.verify(ctx)
+	st := c.checkJournal(ctx, seen, locked)
+	for _, a := range []string{"valve-1.open", "heater-1.on", "pump-1.on"} {
+		if n := after.Received[a]; n > 1 {
+			t.Errorf("%s received %d writes (%d before the restart), want at most 1", a, n, before.Received[a])
+		}
+	}
+	if n := after.Received["pump-1.on"]; n != 0 {
+		t.Errorf("the bystander pump-1.on received %d writes, want none", n)
+	}
+	where := "not reached"
+	if hit {
+		where = "crashed"
+	}
+	return fmt.Sprintf("%s; %s; writes %d→%d", where, st, before.Received[c.kind.target], after.Received[c.kind.target])
+}
+
+// verify runs shadowgate journal verify on the cell's state, and returns
+// the actuators it names as locked.
+func (c *matrixCell) verify(ctx context.Context) []string {
+	c.t.Helper()
+	out, err := exec.CommandContext(ctx, c.bin, "journal", "verify", "--state-dir", filepath.Join(c.dir, "state")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ": ok\n") {
+		c.t.Fatalf("journal verify = %v:\n%s", err, out)
+	}
+	var locked []string
+	for _, m := range regexp.MustCompile(`locked: (\S+) by attempt`).FindAllStringSubmatch(string(out), -1) {
+		locked = append(locked, m[1])
+	}
+	return locked
+}
+
+// checkJournal checks the journal after the restart: every intent that
+// reached executing is settled or locked, the act the client saw is
+// there, and every approval asked for is pending or answered. It returns
+// where the request's attempt ended, in words.
+func (c *matrixCell) checkJournal(ctx context.Context, seen string, locked []string) string {
+	t := c.t
+	j, err := journal.Open(journal.Path(filepath.Join(c.dir, "state")), journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	evs, err := j.Events(ctx, 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	executing := map[string]bool{}
+	acted := map[string]bool{}
+	for _, ev := range evs {
+		switch ev.Kind {
+		case runtime.KindInvoked:
+			var b runtime.AttemptBody
+			if json.Unmarshal(ev.Body, &b) == nil && b.State == runtime.AttemptExecuting {
+				executing[b.Key] = true
+			}
+		case runtime.KindActed:
+			var rc runtime.Receipt
+			if json.Unmarshal(ev.Body, &rc) == nil {
+				acted[rc.Attempt] = true
+			}
+		}
+	}
+	states := map[string]runtime.AttemptState{}
+	for key := range executing {
+		a, found, err := j.Attempt(ctx, key)
+		if err != nil || !found {
+			t.Errorf("attempt %s reached executing but its record is gone (%v)", key, err)
+			continue
+		}
+		states[a.Device+"."+a.Capability] = a.State
+		switch a.State {
+		case runtime.AttemptReceipt, runtime.AttemptReconciled, runtime.AttemptFailed:
+		case runtime.AttemptUnknown:
+			if !slices.Contains(locked, a.Device+"."+a.Capability) {
+				t.Errorf("attempt %s is unknown but journal verify names no lock on %s.%s", a.ID, a.Device, a.Capability)
+			}
+		default:
+			t.Errorf("attempt %s reached executing and is %s after the restart; want receipt, failed, reconciled or unknown", a.ID, a.State)
+		}
+	}
+	if seen != "" && !acted[seen] {
+		t.Errorf("the client saw attempt %s act, but the journal has no acted event for it", seen)
+	}
+	snap, err := j.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Kind == runtime.KindApprovalAnswered {
+			var b runtime.AnsweredBody
+			if json.Unmarshal(ev.Body, &b) == nil {
+				answered[b.Approval] = true
+			}
+		}
+	}
+	for _, id := range c.asked {
+		if !slices.ContainsFunc(snap.Approvals, func(a runtime.Approval) bool { return a.ID == id }) && !answered[id] {
+			t.Errorf("approval %s was asked for before the crash and is neither pending nor answered", id)
+		}
+	}
+	if s, ok := states[c.kind.target]; ok {
+		return "attempt " + string(s)
+	}
+	return "no attempt executed"
+}
+
+// mustWorld reads the sim's state file; no file means no write yet.
+func mustWorld(t *testing.T, dir string) deviceWorld {
+	t.Helper()
+	w, err := loadWorld(filepath.Join(dir, "state", "world.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return deviceWorld{Received: map[string]int{}}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// matrixReply is the API's answer to a command.
+type matrixReply struct {
+	Outcome  string            `json:"outcome"`
+	Why      string            `json:"why"`
+	Replayed bool              `json:"replayed"`
+	Approval *runtime.Approval `json:"approval"`
+	Receipt  *runtime.Receipt  `json:"receipt"`
+}
+
+// acted returns the attempt of an acted reply, or "".
+func (r matrixReply) acted() string {
+	if r.Outcome == "acted" && r.Receipt != nil {
+		return r.Receipt.Attempt
+	}
+	return ""
+}
+
+// post sends a JSON body with a bearer token; an error means no answer.
+func (c *matrixCell) post(ctx context.Context, token, path, body string) (int, []byte, error) {
+	return c.do(ctx, http.MethodPost, token, path, body)
+}
+
+func (c *matrixCell) do(ctx context.Context, method, token, path, body string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token+"-test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b, err
+}
+
+// command sends a command; an error means the gateway did not answer.
+func (c *matrixCell) command(ctx context.Context, token, device, capability, value, id string) (matrixReply, error) {
+	status, body, err := c.post(ctx, token, "/api/v1/commands",
+		fmt.Sprintf(`{"device":%q,"capability":%q,"value":%s,"id":%q,"reason":"crash matrix"}`, device, capability, value, id))
+	if err != nil {
+		return matrixReply{}, err
+	}
+	var r matrixReply
+	if status != http.StatusOK && status != http.StatusAccepted {
+		return r, fmt.Errorf("POST /api/v1/commands = %d %s", status, body)
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return r, fmt.Errorf("POST /api/v1/commands: %w: %s", err, body)
+	}
+	return r, nil
+}
+
+// awaitCommand sends a command until the gateway takes it: just after a
+// start, its devices may not be registered yet.
+func (c *matrixCell) awaitCommand(ctx context.Context, token, device, capability, value, id string) matrixReply {
+	c.t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := c.command(ctx, token, device, capability, value, id)
+		if err == nil {
+			return r
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			c.t.Fatalf("%s.%s %s was never taken: %v", device, capability, id, err)
+		}
+	}
+}
+
+func (c *matrixCell) approvals(ctx context.Context) ([]runtime.Approval, error) {
+	status, body, err := c.do(ctx, http.MethodGet, "carol-ci", "/api/v1/approvals", "")
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("GET /api/v1/approvals = %d %s", status, body)
+	}
+	var out []runtime.Approval
+	return out, json.Unmarshal(body, &out)
+}
+
+func (c *matrixCell) pendingApprovals(ctx context.Context) []string {
+	c.t.Helper()
+	aps, err := c.approvals(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range aps {
+		if a.Status == runtime.ApprovalPending {
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
+}
+
+// awaitRun waits until a run has ended, as the API's events show it, and
+// returns the attempt of its acted event, if it acted. It returns false if
+// the gateway stopped answering first.
+func (c *matrixCell) awaitRun(ctx context.Context, run string) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		status, body, err := c.do(ctx, http.MethodGet, "carol-ci", "/api/v1/events?limit=1000", "")
+		if err != nil {
+			return "", false
+		}
+		if status != http.StatusOK {
+			c.t.Fatalf("GET /api/v1/events = %d %s", status, body)
+		}
+		var evs []runtime.Event
+		if err := json.Unmarshal(body, &evs); err != nil {
+			c.t.Fatalf("GET /api/v1/events: %v", err)
+		}
+		ended, acted := false, ""
+		for _, ev := range evs {
+			switch {
+			case ev.Run != run:
+			case ev.Kind == runtime.KindEnded:
+				ended = true
+			case ev.Kind == runtime.KindActed:
+				var rc runtime.Receipt
+				if json.Unmarshal(ev.Body, &rc) == nil {
+					acted = rc.Attempt
+				}
+			}
+		}
+		if ended {
+			return acted, true
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return "", false
+		}
+	}
+}
+
+// proc is a running shadowgate serve. One goroutine owns it: it reads the
+// log to its end, then waits for the process, then closes done.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	code int
+
+	// mu guards all; grew is signalled (without blocking) on each line.
+	mu   sync.Mutex
+	all  []string
+	grew chan struct{}
+}
+
+// startProc starts shadowgate serve with env added to its environment.
+// The test's cleanup kills it if it still runs.
+func startProc(ctx context.Context, t *testing.T, bin, config string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--config", config, "--log-level", "debug")
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), grew: make(chan struct{}, 1)}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.all = append(p.all, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.grew <- struct{}{}:
+			default:
+			}
+		}
+		_ = cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func (p *proc) lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.all)
+}
+
+// exited reports whether the process has ended, without waiting.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the process to end, at most 30s, and returns its exit
+// code.
+func (p *proc) wait(ctx context.Context) int {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	select {
+	case <-p.done:
+		return p.code
+	case <-ctx.Done():
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return -1
+	}
+}
+
+// awaitSettled waits until every actuator the start found locked (an
+// attempt of unknown outcome) was read back: reconciled, or left locked
+// until an admin resolves it. A stop before then would cut the read-back
+// short and leave the lock, rightly, but not what the matrix looks at.
+func (p *proc) awaitSettled(ctx context.Context, t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	restored := regexp.MustCompile(`msg="restored from the journal".* locked_actuators=(\d+)`)
+	for {
+		ls := p.lines()
+		locked, settled := -1, 0
+		for _, l := range ls {
+			if m := restored.FindStringSubmatch(l); m != nil {
+				locked, _ = strconv.Atoi(m[1])
+			}
+			if strings.Contains(l, "msg=reconciled") || strings.Contains(l, `msg="actuator stays locked"`) {
+				settled++
+			}
+		}
+		if locked >= 0 && settled >= locked {
+			return
+		}
+		select {
+		case <-p.grew:
+		case <-p.done:
+			t.Fatalf("the gateway exited while it read back what it found locked; its log:\n%s", strings.Join(ls, "\n"))
+		case <-ctx.Done():
+			t.Fatalf("%d actuators locked at start, %d read back: %v; the log:\n%s", locked, settled, ctx.Err(), strings.Join(ls, "\n"))
+		}
+	}
+}
+
+// consoleBase waits for the console to serve and returns its address.
+func (p *proc) consoleBase(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	re := regexp.MustCompile(`msg="console serving".* address=(\S+)`)
+	for {
+		for _, l := range p.lines() {
+			if m := re.FindStringSubmatch(l); m != nil {
+				return "http://" + m[1]
+			}
+		}
+		select {
+		case <-p.grew:
+		case <-p.done:
+			t.Fatalf("the gateway exited before its console served; its log:\n%s", strings.Join(p.lines(), "\n"))
+		case <-ctx.Done():
+			t.Fatalf("the console did not serve: %v; the log:\n%s", ctx.Err(), strings.Join(p.lines(), "\n"))
+		}
+	}
+}
