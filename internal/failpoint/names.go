@@ -54,6 +54,14 @@ const (
 	OutboxTrim = "outbox:trim"
 )
 
+// The environment a process built with the tag arms its failpoints from:
+// EnvSpec holds the name=action terms, EnvArm the file that holds them
+// back until it exists (see the package doc).
+const (
+	EnvSpec = "SHADOWGATE_FAILPOINTS"
+	EnvArm  = "SHADOWGATE_FAILPOINTS_ARM"
+)
+
 // All lists every failpoint, in the order of the write path.
 var All = []string{
 	ActBeforeExecuting, ActAfterExecuting, ActAfterDriver, ActAfterReceipt,

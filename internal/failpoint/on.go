@@ -16,12 +16,6 @@ import (
 // Enabled is whether failpoints are compiled in (the failpoints build tag).
 const Enabled = true
 
-// The environment a process arms its failpoints from.
-const (
-	EnvSpec = "SHADOWGATE_FAILPOINTS"
-	EnvArm  = "SHADOWGATE_FAILPOINTS_ARM"
-)
-
 // Error is what a point armed with error(message) returns.
 type Error struct {
 	Name, Message string
