@@ -272,6 +272,10 @@ func TestMCPModeForbidsAgents(t *testing.T) {
 		t.Fatalf("a read in a mode that admits no agent = %q", text)
 	}
 	callTool(t, view, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}})
+	if _, err := view.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "shadowgate://devices/tank-1"}); err == nil ||
+		!strings.Contains(err.Error(), "mode observe admits no AI agent") {
+		t.Errorf("reading a resource in a mode that admits no agent: %v", err)
+	}
 	// The journal says so, once.
 	_, text, _ = callTool(t, view, &mcp.CallToolParams{Name: toolJournalTail, Arguments: map[string]any{"kinds": "login"}})
 	if !isErr || !strings.Contains(text, "mode observe admits no AI agent") {

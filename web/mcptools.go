@@ -298,10 +298,16 @@ func guardResource(m *mcpSurface, h mcp.ResourceHandler) mcp.ResourceHandler {
 // caller is the agent behind a tool call, checked against what the tool
 // needs: the role, the mode in force, and the token's rate.
 func (m *mcpSurface) caller(ctx context.Context, req *mcp.CallToolRequest, tool string, min access.Role) (*identity, error) {
-	if req.Extra == nil || req.Extra.TokenInfo == nil {
+	return m.agent(ctx, req.Extra, tool, min)
+}
+
+// agent is the agent behind a call or a read of a resource, checked
+// against the role, the mode in force and the token's rate.
+func (m *mcpSurface) agent(ctx context.Context, extra *mcp.RequestExtra, tool string, min access.Role) (*identity, error) {
+	if extra == nil || extra.TokenInfo == nil {
 		return nil, errors.New("no token: the MCP endpoint needs a bearer token")
 	}
-	name := strings.TrimPrefix(req.Extra.TokenInfo.UserID, "mcp:")
+	name := strings.TrimPrefix(extra.TokenInfo.UserID, "mcp:")
 	i := slices.IndexFunc(m.web.opts.Tokens, func(t Token) bool { return t.Name == name })
 	if i < 0 || !slices.Contains(m.opts.Tokens, name) {
 		return nil, errors.New("token " + name + " is no longer admitted to MCP")
@@ -693,21 +699,14 @@ func (m *mcpSurface) events(ctx context.Context, id *identity, n int, kinds, dev
 	return out, nil
 }
 
-// resourceCaller is the agent reading a resource: any admitted token may.
-func (m *mcpSurface) resourceCaller(req *mcp.ReadResourceRequest) (*identity, error) {
-	if req.Extra == nil || req.Extra.TokenInfo == nil {
-		return nil, errors.New("no token: the MCP endpoint needs a bearer token")
-	}
-	name := strings.TrimPrefix(req.Extra.TokenInfo.UserID, "mcp:")
-	i := slices.IndexFunc(m.web.opts.Tokens, func(t Token) bool { return t.Name == name })
-	if i < 0 || !slices.Contains(m.opts.Tokens, name) {
-		return nil, errors.New("token " + name + " is no longer admitted to MCP")
-	}
-	return &identity{User: name, Role: m.web.opts.Tokens[i].Role, Principal: "mcp:" + name, Token: true}, nil
+// resourceCaller is the agent reading a resource: any admitted token
+// may, in a mode that admits agents, within its rate.
+func (m *mcpSurface) resourceCaller(ctx context.Context, req *mcp.ReadResourceRequest) (*identity, error) {
+	return m.agent(ctx, req.Extra, "reading a resource", access.Viewer)
 }
 
 func (m *mcpSurface) journalResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	id, err := m.resourceCaller(req)
+	id, err := m.resourceCaller(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -719,7 +718,7 @@ func (m *mcpSurface) journalResource(ctx context.Context, req *mcp.ReadResourceR
 }
 
 func (m *mcpSurface) deviceResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	if _, err := m.resourceCaller(req); err != nil {
+	if _, err := m.resourceCaller(ctx, req); err != nil {
 		return nil, err
 	}
 	dev, ok := strings.CutPrefix(req.Params.URI, "shadowgate://devices/")
