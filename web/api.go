@@ -19,6 +19,7 @@ import (
 	"github.com/shadowgate/shadowgate/access"
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/gateway/command"
+	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/value"
 )
@@ -252,6 +253,9 @@ func (s *Server) command(c echo.Context, b commandBody, origin string) (result, 
 	if b.Device == "" || b.Capability == "" {
 		return result{}, 0, problem(http.StatusBadRequest, `fields "device" and "capability" are required`)
 	}
+	if err := reasonError(b.Reason); err != nil {
+		return result{}, 0, err
+	}
 	if len(b.ID) > 128 {
 		return result{}, 0, problem(http.StatusBadRequest, `field "id": at most 128 characters`)
 	}
@@ -295,6 +299,18 @@ func (s *Server) apiCommand(c echo.Context) error {
 	return c.JSON(status, r)
 }
 
+// maxReasonBytes bounds a reason, as an MQTT command's is bounded: it
+// goes into the journal, the console and every reply.
+const maxReasonBytes = 1024
+
+// reasonError refuses a reason longer than maxReasonBytes.
+func reasonError(reason string) error {
+	if len(reason) > maxReasonBytes {
+		return problem(http.StatusBadRequest, fmt.Sprintf(`field "reason": longer than %d bytes`, maxReasonBytes))
+	}
+	return nil
+}
+
 // conditionView is an interlock with the reading behind it.
 type conditionView struct {
 	Condition string           `json:"condition"`
@@ -330,7 +346,13 @@ type approvalView struct {
 func (s *Server) approvalView(ctx context.Context, a runtime.Approval) approvalView {
 	now := s.opts.Now()
 	v := approvalView{Approval: a, ExpiresIn: a.Expires.Sub(now).Round(time.Second).String()}
-	for _, cond := range s.eng.Interlocks(a.Device, a.Capability) {
+	// The conditions the act checks: the interlocks and the running
+	// interlocks, none for a command to the safe value.
+	var conds []governance.Condition
+	if pol, ok := s.eng.Policy(a.Device, a.Capability); ok && a.Kind == "actuation" && (pol.Safe == nil || !a.Value.Equal(*pol.Safe)) {
+		conds = append(pol.Interlocks, pol.While...)
+	}
+	for _, cond := range conds {
 		cv := conditionView{Condition: cond.String(), Sensor: cond.Sensor, Age: "never read"}
 		if dev, cp, ok := strings.Cut(cond.Sensor, "."); ok {
 			if _, c, ok := s.eng.Capability(dev, cp); ok {
@@ -386,6 +408,9 @@ type answerBody struct {
 // answer answers an approval for the caller, from the API or a form.
 func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Approval, error) {
 	id := userOf(c)
+	if err := reasonError(b.Reason); err != nil {
+		return runtime.Approval{}, err
+	}
 	ap, ok := s.eng.Approval(apID)
 	if !ok {
 		return runtime.Approval{}, problem(http.StatusNotFound, "approval "+clip(apID)+" does not exist")
@@ -503,6 +528,9 @@ func (s *Server) apiCancelRun(c echo.Context) error {
 
 // cancelRun cancels a run for the caller, from the API or a form.
 func (s *Server) cancelRun(c echo.Context, id, reason string) error {
+	if err := reasonError(reason); err != nil {
+		return err
+	}
 	err := s.eng.CancelRun(id, userOf(c).Principal, reason)
 	switch {
 	case errors.Is(err, runtime.ErrRunNotFound):
@@ -519,6 +547,9 @@ func (s *Server) cancelRun(c echo.Context, id, reason string) error {
 
 // startPlan starts a run of a plan for the caller, from the API or a form.
 func (s *Server) startPlan(c echo.Context, sp runtime.StartPlan) (runtime.RunRecord, error) {
+	if err := reasonError(sp.Reason); err != nil {
+		return runtime.RunRecord{}, err
+	}
 	rec, err := s.eng.StartPlan(c.Request().Context(), sp)
 	switch {
 	case errors.Is(err, runtime.ErrUnknownPlan):
@@ -631,6 +662,9 @@ func (s *Server) apiMode(c echo.Context) error {
 }
 
 func (s *Server) setMode(c echo.Context, mode, reason string) (runtime.ModeRecord, *runtime.Approval, error) {
+	if err := reasonError(reason); err != nil {
+		return runtime.ModeRecord{}, nil, err
+	}
 	rec, ap, err := s.eng.SetMode(c.Request().Context(), userOf(c).Principal, mode, reason)
 	switch {
 	case errors.Is(err, runtime.ErrUnknownMode):

@@ -3,7 +3,11 @@ package web
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +56,7 @@ func loadPages() (*pages, error) {
 		"value":    valueText,
 		"state":    stateText,
 		"sentence": eventSentence,
+		"decision": decisionText,
 		"cardArgs": func(c deviceCard, p pageData, back string) cardArgs {
 			return cardArgs{Card: c, User: p.User, CSRF: p.CSRF, Back: back}
 		},
@@ -103,7 +108,7 @@ func (p *pages) render(c echo.Context, status int, name string, d pageData) erro
 		d.CSRF = csrfToken(c)
 	}
 	if d.Note == "" {
-		d.Note, d.NoteIsError = c.QueryParam("note"), c.QueryParam("error") == "1"
+		d.Note, d.NoteIsError = noteOf(c)
 	}
 	var buf bytes.Buffer
 	tmpl := "layout.html"
@@ -236,18 +241,54 @@ func (s *Server) page(c echo.Context, name, title string, data any) error {
 
 // back redirects to a page with a note for the person.
 func back(c echo.Context, to, note string) error {
-	return c.Redirect(http.StatusSeeOther, to+"?note="+url.QueryEscape(note))
+	return c.Redirect(http.StatusSeeOther, to+"?"+signedNote(note, false, "").Encode())
 }
 
 // backError redirects to a page with a form's error for the person.
 // field, if not "", names the form's field the error is about, so that
 // the page can show the error next to it.
 func backError(c echo.Context, to, field, msg string) error {
-	q := url.Values{"note": {msg}, "error": {"1"}}
-	if field != "" {
-		q.Set("field", field)
+	return c.Redirect(http.StatusSeeOther, to+"?"+signedNote(msg, true, field).Encode())
+}
+
+// noteKey signs the notes the gateway sends a person back with, so that
+// a link cannot put words of its own in the gateway's mouth ("All
+// requests approved", "call this number"). A note outlives no restart.
+var noteKey = func() []byte {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic("web: no randomness for the note key: " + err.Error())
 	}
-	return c.Redirect(http.StatusSeeOther, to+"?"+q.Encode())
+	return k
+}()
+
+// signedNote is the query that carries a note: its text, whether it is a
+// form's error and the field it names, and their signature.
+func signedNote(note string, isError bool, field string) url.Values {
+	q := url.Values{"note": {note}}
+	if isError {
+		q.Set("error", "1")
+		if field != "" {
+			q.Set("field", field)
+		}
+	}
+	q.Set("sig", noteSig(q))
+	return q
+}
+
+func noteSig(q url.Values) string {
+	m := hmac.New(sha256.New, noteKey)
+	m.Write([]byte(q.Get("error") + "\x00" + q.Get("field") + "\x00" + q.Get("note")))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// noteOf returns the note a request carries, if the gateway signed it.
+func noteOf(c echo.Context) (note string, isError bool) {
+	q := c.QueryParams()
+	if q.Get("note") == "" || !hmac.Equal([]byte(q.Get("sig")), []byte(noteSig(q))) {
+		return "", false
+	}
+	return q.Get("note"), q.Get("error") == "1"
 }
 
 // fieldOf returns the field an API error names (`field "reason": ...`),
@@ -380,7 +421,16 @@ func (s *Server) answerForm(c echo.Context) error {
 	if err != nil {
 		return formError(c, "/approvals", err)
 	}
-	return back(c, "/approvals", "Approval "+ap.ID+": "+string(ap.Status)+".")
+	what := "The mode change to " + ap.Mode
+	if ap.Kind == "actuation" {
+		_, capab, _ := s.eng.Capability(ap.Device, ap.Capability)
+		what = ap.Device + "." + ap.Capability + " → " + stateText(ap.Value, capab.Unit)
+	}
+	status := string(ap.Status)
+	if ap.Status == runtime.ApprovalPending {
+		status = "approved by you; it waits for another approval"
+	}
+	return back(c, "/approvals", what+": "+status+" ("+ap.ID+").")
 }
 
 func (s *Server) policyPage(c echo.Context) error {

@@ -133,7 +133,7 @@ func (s *Server) devicePage(c echo.Context) error {
 		}
 	}
 	if view == nil {
-		why := "no device " + clip(id) + " is online"
+		why := "no device " + clip(id) + " is known and online"
 		if err := s.eng.DeviceWhy(id); err != nil {
 			why = "device " + clip(id) + " is offline: " + clip(err.Error())
 		}

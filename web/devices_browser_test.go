@@ -103,7 +103,7 @@ func TestDevicePageBadInput(t *testing.T) {
 	b := s.browser()
 	b.login("vera", "password-1")
 	for path, want := range map[string]string{
-		"/devices/pump-9":         "no device pump-9 is online",
+		"/devices/pump-9":         "no device pump-9 is known and online",
 		"/devices/tank-1?hours=":  "",
 		"/devices/tank-1?hours=7": `query &#34;hours&#34;: want 1, 6 or 24, not &#34;7&#34;`,
 		"/devices/tank-1?hours=x": `query &#34;hours&#34;: want 1, 6 or 24`,
@@ -167,5 +167,45 @@ func TestDevicePageTellsMoreThanReadings(t *testing.T) {
 	_, page, _ := b.page("/devices/valve-1")
 	if strings.Contains(page, "Nothing yet but readings") || !strings.Contains(page, "asked valve-1.open → true") {
 		t.Errorf("the valve's page hides its request behind its readings:\n%s", page)
+	}
+}
+
+// TestErrorOfAFormThatWentAway: a person approves a request another
+// answered a moment before; the card goes with the update, and the
+// refusal is said at the top of the page, not lost with it.
+func TestErrorOfAFormThatWentAway(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	id := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
+		`{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval"))[1]
+	b := newBrowser(t, s.srv.URL)
+	b.login("ann", "/approvals")
+	b.poll("the card", `!!document.querySelector("#approval-`+id+` button.approve")`)
+	// The page stops hearing the journal, as a page in a pocket would.
+	eval[bool](b, `window.dispatchEvent(new Event("pagehide")); true`)
+	s.expect("POST", "/api/v1/approvals/"+id, "approver2", `{"decision":"deny","reason":"tank cleaning","device":"valve-1","capability":"open","value":true}`, 200, "denied")
+	b.do("approving too late", chromedp.Click(chromedp.CSS("#approval-"+id+" button.approve")))
+	b.poll("the refusal at the top", `(document.querySelector("main > p.note.error") || {textContent: ""}).textContent.includes("can no longer be answered")`)
+	if eval[bool](b, `!!document.getElementById("approval-`+id+`")`) {
+		t.Error("the answered card is still shown as pending")
+	}
+}
+
+// TestCommandFormErrorNextToItsField: the Devices page's command form,
+// outside the live part, keeps what was typed and shows its error next to
+// the value.
+func TestCommandFormErrorNextToItsField(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := newBrowser(t, s.srv.URL)
+	b.login("olga", "/devices")
+	b.do("typing a command", chromedp.SendKeys(chromedp.ID("cmd-device"), "valve-1"), chromedp.SendKeys(chromedp.ID("cmd-cap"), "open"),
+		chromedp.SendKeys(chromedp.ID("cmd-value"), "maybe"), chromedp.Click(chromedp.CSS("form.command button[type=submit]")))
+	b.poll("the error by the value", `document.getElementById("cmd-value").getAttribute("aria-invalid") === "true"`)
+	for what, js := range map[string]string{
+		"the device typed":  `document.getElementById("cmd-device").value === "valve-1"`,
+		"the error's words": `document.getElementById(document.getElementById("cmd-value").getAttribute("aria-describedby")).textContent.includes("want a bool")`,
+	} {
+		if !eval[bool](b, js) {
+			t.Errorf("after a refused command, %s is lost (%s)", what, js)
+		}
 	}
 }

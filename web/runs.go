@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"encoding/json"
 	"net/url"
 	"strconv"
 	"strings"
@@ -78,6 +80,9 @@ type runView struct {
 	Took string
 	// StepsText counts its steps and acts: "2 of 3 steps, 1 act".
 	StepsText string
+	// ActsNote says that an act of the run was contradicted or is not
+	// confirmed, if one was or is.
+	ActsNote string
 	// Approvals are the approvals the run asked for that the engine still
 	// holds, newest first.
 	Approvals []runApproval
@@ -120,7 +125,7 @@ func (s *Server) runsPage(c echo.Context) error {
 	if len(runs) > runsShown {
 		runs = runs[:runsShown]
 	}
-	d.Runs = s.runViews(runs, d.Plans)
+	d.Runs = s.runViews(c.Request().Context(), runs, d.Plans)
 	d.From, d.To = d.Skip+1, d.Skip+len(runs)
 	page := func(skip int) string {
 		q := url.Values{}
@@ -163,9 +168,25 @@ func (s *Server) cancelForm(c echo.Context) error {
 }
 
 // runViews puts runs in words, with their approvals.
-func (s *Server) runViews(runs []runtime.RunRecord, plans []runtime.Plan) []runView {
+func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans []runtime.Plan) []runView {
 	if len(runs) == 0 {
 		return nil
+	}
+	// What came of the runs' acts: a run completes when its steps are
+	// done, and an act among them may have been contradicted.
+	shown := map[string]bool{}
+	for _, r := range runs {
+		shown[r.ID] = true
+	}
+	worst := map[string]runtime.Confirmation{}
+	for _, ev := range s.recentWhere(ctx, 1000, func(ev *runtime.Event) bool { return ev.Kind == runtime.KindActed && shown[ev.Run] }) {
+		var rc runtime.Receipt
+		if json.Unmarshal(ev.Body, &rc) != nil || rc.Confirmation == runtime.Confirmed {
+			continue
+		}
+		if _, seen := worst[ev.Run]; !seen || rc.Confirmation.Discrepant() {
+			worst[ev.Run] = rc.Confirmation
+		}
 	}
 	now := s.opts.Now()
 	steps := map[string][]runtime.PlanStep{}
@@ -188,6 +209,17 @@ func (s *Server) runViews(runs []runtime.RunRecord, plans []runtime.Plan) []runV
 			v.By = ""
 		}
 		v.State, v.Tone, v.Ended = runState(r)
+		if cf, ok := worst[r.ID]; ok {
+			if cf.Discrepant() {
+				v.ActsNote, v.Tone = "an act was contradicted ("+string(cf)+")", "bad"
+			} else {
+				v.ActsNote = "an act is not confirmed (" + string(cf) + ")"
+				if v.Tone == "good" {
+					v.Tone = "warn"
+				}
+			}
+			v.State += ": " + v.ActsNote
+		}
 		if r.Plan == "command" {
 			v.What, v.StepsText = "A single command", stepsWords(r, 1)
 		} else {

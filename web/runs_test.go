@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
 	"github.com/shadowgate/shadowgate/value"
@@ -351,5 +352,32 @@ func TestRunsPolicyOverviewLook(t *testing.T) {
 				t.Errorf("/runs at a desk (%s): %+v, want the cards side by side", scheme, cards)
 			}
 		}
+	}
+}
+
+// TestRunWithAContradictedActIsNoSuccess: a single command whose act was
+// contradicted completed its steps, and its card says the act was
+// contradicted, in no success colour.
+func TestRunWithAContradictedActIsNoSuccess(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "interlocked"})
+	s.g.SetFault("valve-1", sim.Fault{Stuck: true})
+	body := s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 200, `"outcome":"contradicted"`)
+	var r struct {
+		Run string `json:"run"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || r.Run == "" {
+		t.Fatalf("reply %s: %v", body, err)
+	}
+	b := s.browser()
+	b.login("vera", "password-1")
+	_, page, _ := b.page("/runs")
+	i := strings.Index(page, `id="run-`+r.Run+`"`)
+	if i < 0 {
+		t.Fatalf("no card for %s:\n%s", r.Run, page)
+	}
+	card := page[strings.LastIndex(page[:i], "<li"):]
+	card = card[:strings.Index(card, "</li>")]
+	if !strings.Contains(card, "tone-bad") || !strings.Contains(card, "an act was contradicted (wrong_final)") || strings.Contains(card, "tone-good") {
+		t.Errorf("the run of a contradicted act:\n%s", card)
 	}
 }

@@ -424,7 +424,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if isPage(c) {
 		d := pageData{Title: body.Error, Error: detail, ErrorID: errorID, User: userOf(c)}
 		if d.User != nil {
-			d.Alarms = s.alarmCounts()
+			d.Alarms, d.Status = s.alarmCounts(), s.status(c.Request().Context(), "error")
 		}
 		_ = s.pages.render(c, status, "error", d)
 		return

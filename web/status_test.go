@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -75,5 +76,39 @@ func TestOverviewRefusalsInSentences(t *testing.T) {
 	section := page[strings.Index(page, "Recent refusals"):]
 	if !strings.Contains(section, "refused valve-1.open → true: mode observe does not permit it") || strings.Contains(section, `{&#34;`) {
 		t.Errorf("the recent refusals are not in sentences:\n%s", section)
+	}
+}
+
+// TestNotesCannotBeForged: a link cannot put words in the gateway's mouth;
+// the note a form's redirect carries is shown, and only unchanged.
+func TestNotesCannotBeForged(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser()
+	if code := b.login("olga", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	for _, link := range []string{"/approvals?note=All+requests+approved.", "/devices?error=1&note=Gateway+compromised.+Call+us",
+		"/devices?note=All+requests+approved.&sig=00112233445566778899aabbccddeeff"} {
+		_, page, _ := b.page(link)
+		if strings.Contains(page, "All requests approved") || strings.Contains(page, "Gateway compromised") {
+			t.Errorf("%s shows the link's words as the gateway's:\n%s", link, page)
+		}
+	}
+	_, _, tok := b.page("/devices")
+	resp, err := b.c.PostForm(s.srv.URL+"/commands", url.Values{"_csrf": {tok}, "device": {"tank-1"}, "capability": {"level"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	_, page, _ := b.page(loc)
+	if !strings.Contains(page, "tank-1.level reads 60.") {
+		t.Fatalf("the redirect %s does not show its note:\n%s", loc, page)
+	}
+	u, _ := url.Parse(loc)
+	q := u.Query()
+	q.Set("note", "tank-1.level reads 99.")
+	if _, page, _ := b.page(u.Path + "?" + q.Encode()); strings.Contains(page, "reads 99") {
+		t.Errorf("a note changed after it was signed is shown:\n%s", page)
 	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -35,4 +36,17 @@ func stateText(v any, unit string) string {
 		}
 	}
 	return x.String()
+}
+
+// decisionText says a person's answer in words.
+func decisionText(d runtime.Decision) string {
+	switch d {
+	case runtime.Approve:
+		return "Approved"
+	case runtime.ApproveAndRule:
+		return "Approved with a rule"
+	case runtime.Deny:
+		return "Denied"
+	}
+	return string(d)
 }

@@ -47,16 +47,25 @@
 
   // Forms inside the live part post in place: the answer and its receipt
   // appear where the request was, without leaving the page.
-  function showNote(text) {
+  function showNote(text, isError) {
     var note = document.querySelector("main > p.note");
     if (!note) {
       note = document.createElement("p");
-      note.className = "note";
-      note.setAttribute("role", "status");
       live.parentNode.insertBefore(note, live);
     }
-    note.textContent = text;
+    note.className = isError ? "note error" : "note";
+    note.setAttribute("role", isError ? "alert" : "status");
+    note.textContent = isError ? "Not done: " + text : text;
+    if (isError) { note.scrollIntoView({ block: "nearest" }); }
   }
+  // A note the gateway sent the person back with is said once: a reload
+  // or Back does not say it again.
+  (function () {
+    var q = new URLSearchParams(location.search);
+    if (!q.has("note") || !window.history || !history.replaceState) { return; }
+    ["note", "sig", "error", "field"].forEach(function (k) { q.delete(k); });
+    history.replaceState(history.state, "", location.pathname + (q.toString() ? "?" + q : "") + location.hash);
+  })();
   // When the session ends (it expires, or the person logs out here or in
   // another tab) the page says so and goes to the login, which brings the
   // person back here; the login page is never drawn inside this one.
@@ -136,7 +145,7 @@
   }
   document.addEventListener("submit", function (e) {
     var f = e.target;
-    if (!live || !live.contains(f) || f.method.toLowerCase() !== "post" || !window.fetch) { return; }
+    if (!live || !document.getElementById("main").contains(f) || f.method.toLowerCase() !== "post" || !window.fetch) { return; }
     e.preventDefault();
     var data = new FormData(f);
     if (e.submitter && e.submitter.name) { data.append(e.submitter.name, e.submitter.value); }
@@ -144,15 +153,20 @@
     fetch(f.action, { method: "POST", body: new URLSearchParams(data), credentials: "same-origin" })
       .then(function (r) {
         if (isLogin(r)) { sessionEnded(); return; }
-        var q = new URL(r.url).searchParams, note = q.get("note");
-        if (q.get("error") === "1" || !r.ok) {
-          showError(f, q.get("field"), note || "HTTP " + r.status);
+        var q = new URL(r.url).searchParams, note = q.get("note"), failed = q.get("error") === "1" || !r.ok;
+        if (failed) {
+          note = note || (r.status === 413 ? "the form is too large" : "HTTP " + r.status);
+          showError(f, q.get("field"), note);
         } else {
           clearErrors(f);
           if (f.hasAttribute("data-outcome")) { showOutcome(f, note || "Done."); } else { showNote(note || "Done."); }
         }
         f.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
-        refresh();
+        // The form may go with the update (a card another person
+        // answered first): its error is then said at the top.
+        refresh().then(function () {
+          if (failed && !document.contains(f)) { showNote(note, true); }
+        });
         scheduleAlarms();
         scheduleStatus();
       })
@@ -280,7 +294,7 @@
   function refresh() {
     timer = null;
     var url = location.pathname + location.search + (location.search ? "&" : "?") + "fragment=1";
-    fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+    return fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) {
         if (isLogin(r)) { sessionEnded(); return null; }
         return r.ok ? r.text() : null;
@@ -292,6 +306,9 @@
         localTimes(t.content);
         announce(morph(live, t.content));
         countdowns();
+      })
+      .catch(function () {
+        if (link && !ended) { link.textContent = "offline"; }
       });
   }
   function schedule(ms) { if (!timer) { timer = setTimeout(refresh, ms || 150); } }
