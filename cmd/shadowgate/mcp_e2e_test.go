@@ -43,8 +43,14 @@ func mcpGateway(t *testing.T) (g *gatewayProc, bin, base string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	// The agents of the subtests share one token; its rate (tested in
+	// web) would refuse some of their calls.
 	cfg := strings.NewReplacer("127.0.0.1:1883", "127.0.0.1:0", "127.0.0.1:8080", "127.0.0.1:0",
-		"state_dir: /var/lib/shadowgate", "state_dir: "+filepath.Join(dir, "state")).Replace(string(b))
+		"state_dir: /var/lib/shadowgate", "state_dir: "+filepath.Join(dir, "state"),
+		"rate: {per_minute: 60, burst: 10}", "rate: {per_minute: 6000, burst: 1000}").Replace(string(b))
+	if !strings.Contains(cfg, "burst: 1000") {
+		t.Fatal("examples/mcp.yaml has no rate of 60 a minute, burst 10, to raise")
+	}
 	file := filepath.Join(dir, "mcp.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
