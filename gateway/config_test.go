@@ -333,7 +333,9 @@ uplink: {url: "tcp://site:1883", client_id: site-1, user: appr}
 	}
 	for principal, want := range map[string]string{
 		"mqtt:appr": "appr", "console:appr": "appr", "api:appr-ci": "appr", "uplink:site-1": "appr",
-		"api:bot": "token:bot", "api:appr": "token:appr", "uplink:other": "uplink:other", "schedule:p": "schedule:p", "mcp:appr": "mcp:appr",
+		"api:bot": "token:bot", "api:appr": "token:appr", "uplink:other": "uplink:other", "schedule:p": "schedule:p",
+		// An agent acts for the token it holds, as the API does.
+		"mcp:appr-ci": "appr", "mcp:appr": "token:appr",
 	} {
 		if got := b.Person(principal); got != want {
 			t.Errorf("Person(%q) = %q, want %q", principal, got, want)
