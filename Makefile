@@ -34,6 +34,11 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzConnect -fuzztime $(FUZZTIME) ./gateway/mqtt
 	go test -run '^$$' -fuzz FuzzAPIBodies -fuzztime $(FUZZTIME) ./web
 	go test -run '^$$' -fuzz FuzzQueryParams -fuzztime $(FUZZTIME) ./web
+	go test -run '^$$' -fuzz FuzzEventSentence -fuzztime $(FUZZTIME) ./web
+	go test -run '^$$' -fuzz FuzzMCPArguments -fuzztime $(FUZZTIME) ./web
+	go test -run '^$$' -fuzz FuzzHomeAssistantConfig -fuzztime $(FUZZTIME) ./gateway
+	go test -run '^$$' -fuzz FuzzPlanSchedule -fuzztime $(FUZZTIME) ./gateway
+	go test -run '^$$' -fuzz FuzzClockScheduleNext -fuzztime $(FUZZTIME) ./runtime
 	go test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./drivers/serial/line
 	go test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./drivers/serial/modbus
 	go test -run '^$$' -fuzz FuzzParseNodeID -fuzztime $(FUZZTIME) ./drivers/opcua

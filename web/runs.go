@@ -109,7 +109,7 @@ func (s *Server) runsPage(c echo.Context) error {
 		"ended", "Ended, any way", "completed", "Completed", "refused", "Refused", "failed", "Failed",
 		"lease_exhausted", "Stopped: its lease ran out", "cancelled", "Cancelled")
 	d.OriginChoices = filterOptions(d.Origin, "Any", "console", "The console", "api", "The API", "mqtt", "MQTT",
-		"schedule", "The schedule", "uplink", "The uplink")
+		"schedule", "The schedule", "uplink", "The uplink", "mcp", "AI agents (MCP)")
 	runs := s.runs(c)
 	d.Total = len(runs)
 	v, err := numParam(c, "skip")
@@ -282,6 +282,8 @@ func originWords(o string) string {
 		return "the schedule"
 	case "uplink":
 		return "the uplink"
+	case "mcp":
+		return "an AI agent (MCP)"
 	case "safety":
 		return "the gateway's safety watch"
 	case "":
