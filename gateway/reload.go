@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/shadowgate/shadowgate/internal/failpoint"
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
@@ -66,6 +67,9 @@ func Reload(ctx context.Context, eng *runtime.Engine, running *Built) (*Built, [
 		if _, ok := policies[k]; !ok && slices.Contains(restart, "devices") {
 			policies[k] = p
 		}
+	}
+	if err := failpoint.Inject(failpoint.GatewayReload); err != nil {
+		return running, nil, err
 	}
 	sum := sha256.Sum256(data)
 	body := runtime.ConfigChangedBody{File: running.File, Digest: hex.EncodeToString(sum[:]), By: "reload", Restart: restart}

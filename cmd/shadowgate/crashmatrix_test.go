@@ -96,11 +96,12 @@ func matrixPoints() []string {
 // is told from any other.
 const fpExit = 86
 
-// matrixConfig is a sim greenhouse in the interlocked mode: the valve's
-// writes (reversible, contained) run; the heater's (not contained) ask;
+// matrixConfig is a sim greenhouse in the interlocked mode: the valves'
+// writes (reversible, contained) run (valve-2 is a second greenhouse's,
+// so that a plan writes two actuators that both run); the heater's (not contained) ask;
 // the pump declares no effects, gets the worst case and asks. No sensor is polled and no plan is
 // scheduled, so that once it is up, the gateway writes only what a request
-// makes it write. The sim's state file counts every write an actuator
+// makes it write. The sims' state files count every write an actuator
 // receives, across restarts, as hardware would. The tokens are those of
 // testdata/foureyes.yaml: appr-ci asks, carol-ci approves.
 func matrixConfig(dir string) string {
@@ -123,9 +124,23 @@ drivers:
     type: sim
     sim:
       state_file: world.json
+  - name: sim2
+    type: sim
+    sim:
+      state_file: world2.json
 devices:
   - id: valve-1
     driver: sim
+    address: valve
+    capabilities:
+      - name: open
+        kind: actuator
+        type: bool
+        read_back: true
+        effects: {reversible: true, contained: true}
+        confirm: {read_back: true, within: 2s}
+  - id: valve-2
+    driver: sim2
     address: valve
     capabilities:
       - name: open
@@ -149,6 +164,11 @@ devices:
     address: pump
     capabilities:
       - {name: "on", kind: actuator, type: bool, read_back: true}
+plans:
+  - name: two
+    steps:
+      - {write: valve-1.open, value: true}
+      - {write: valve-2.open, value: true}
 `
 }
 
@@ -156,43 +176,110 @@ devices:
 // failpoint is armed.
 type matrixKind struct {
 	name string
-	// target is the actuator the request writes.
-	target string
+	// targets are the actuators the request writes.
+	targets []string
 	// send makes the request, the failpoint armed by arm() at the moment
-	// the kind chooses. It returns what the client saw of the act (an
-	// acted reply's attempt id, or "") and whether the gateway answered
-	// to the end: if not, it went down.
-	send func(ctx context.Context, c *matrixCell, arm func()) (seen string, answered bool)
+	// the kind chooses. It returns the acts the client saw (attempt ids)
+	// and whether the gateway answered to the end: if not, it went down.
+	send func(ctx context.Context, c *matrixCell, arm func()) (seen []string, answered bool)
+	// again sends the request again after the restart, as a client that
+	// never heard back would, and returns the acts it saw.
+	again func(ctx context.Context, c *matrixCell) []string
+}
+
+// commandAgain sends the command req-1 to target again.
+func commandAgain(target string) func(ctx context.Context, c *matrixCell) []string {
+	return func(ctx context.Context, c *matrixCell) []string {
+		dev, capab, _ := strings.Cut(target, ".")
+		if id := c.awaitCommand(ctx, "appr-ci", dev, capab, "true", "req-1").acted(); id != "" {
+			return []string{id}
+		}
+		return nil
+	}
 }
 
 var matrixKinds = []matrixKind{
-	{name: "write runs", target: "valve-1.open", send: func(ctx context.Context, c *matrixCell, arm func()) (string, bool) {
+	{name: "write runs", targets: []string{"valve-1.open"}, again: commandAgain("valve-1.open"),
+		send: func(ctx context.Context, c *matrixCell, arm func()) ([]string, bool) {
+			arm()
+			r, err := c.command(ctx, "appr-ci", "valve-1", "open", "true", "req-1")
+			if err != nil {
+				return nil, false
+			}
+			if id := r.acted(); id != "" {
+				return []string{id}, true
+			}
+			return nil, true
+		}},
+	{name: "parked, approved", targets: []string{"heater-1.on"}, again: commandAgain("heater-1.on"),
+		send: func(ctx context.Context, c *matrixCell, arm func()) ([]string, bool) {
+			r, err := c.command(ctx, "appr-ci", "heater-1", "on", "true", "req-1")
+			if err != nil || r.Outcome != "pending_approval" || r.Approval == nil {
+				c.t.Fatalf("heater-1.on before the failpoint was armed = %+v, %v; want pending_approval", r, err)
+			}
+			c.asked = append(c.asked, r.Approval.ID)
+			arm()
+			status, body, err := c.post(ctx, "carol-ci", "/api/v1/approvals/"+r.Approval.ID,
+				`{"decision":"approve","device":"heater-1","capability":"on","value":true,"reason":"crash matrix"}`)
+			if err != nil {
+				return nil, false
+			}
+			if status != http.StatusOK {
+				c.t.Fatalf("approving %s = %d %s", r.Approval.ID, status, body)
+			}
+			// The act runs after the answer: what it came to is in the
+			// run's events, as any viewer of the API sees them.
+			return c.awaitRun(ctx, r.Approval.Run)
+		}},
+	{name: "plan, two writes", targets: []string{"valve-1.open", "valve-2.open"},
+		send: func(ctx context.Context, c *matrixCell, arm func()) ([]string, bool) {
+			arm()
+			run, ok := c.startPlan(ctx)
+			if !ok {
+				return nil, false
+			}
+			return c.awaitRun(ctx, run)
+		},
+		// Not sent again: a plan start's id is remembered only while the
+		// process runs (runtime's requests, and the runs restored at
+		// start), so after a restart the same start is a new run and acts
+		// again, once per actuator. The matrix found it; until a start's
+		// id is kept with its run in the journal, sending it again would
+		// only show that.
+		again: func(context.Context, *matrixCell) []string { return nil }},
+	{name: "reload", send: func(ctx context.Context, c *matrixCell, arm func()) ([]string, bool) {
 		arm()
-		r, err := c.command(ctx, "appr-ci", "valve-1", "open", "true", "req-1")
-		if err != nil {
-			return "", false
+		// A new rule, which a reload may put in force at once.
+		rule := "rules:\n  - {id: heat-ok, principal: \"api:appr-ci\", device: heater-1, capability: \"on\", decision: allow}\n"
+		if err := os.WriteFile(c.config, []byte(matrixConfig(c.dir)+rule), 0o600); err != nil {
+			c.t.Fatal(err)
 		}
-		return r.acted(), true
-	}},
-	{name: "parked, approved", target: "heater-1.on", send: func(ctx context.Context, c *matrixCell, arm func()) (string, bool) {
-		r, err := c.command(ctx, "appr-ci", "heater-1", "on", "true", "req-1")
-		if err != nil || r.Outcome != "pending_approval" || r.Approval == nil {
-			c.t.Fatalf("heater-1.on before the failpoint was armed = %+v, %v; want pending_approval", r, err)
+		if err := c.p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			c.t.Fatal(err)
 		}
-		c.asked = append(c.asked, r.Approval.ID)
-		arm()
-		status, body, err := c.post(ctx, "carol-ci", "/api/v1/approvals/"+r.Approval.ID,
-			`{"decision":"approve","device":"heater-1","capability":"on","value":true,"reason":"crash matrix"}`)
-		if err != nil {
-			return "", false
-		}
-		if status != http.StatusOK {
-			c.t.Fatalf("approving %s = %d %s", r.Approval.ID, status, body)
-		}
-		// The act runs after the answer: what it came to is in the
-		// run's events, as any viewer of the API sees them.
-		return c.awaitRun(ctx, r.Approval.Run)
-	}},
+		return nil, c.p.awaitLine(ctx, `msg="configuration reloaded"`)
+	}, again: func(context.Context, *matrixCell) []string { return nil }},
+}
+
+// startPlan starts the plan "two" as request req-1 and returns its run,
+// "" if a run of it has not ended, or false if the gateway did not answer.
+func (c *matrixCell) startPlan(ctx context.Context) (string, bool) {
+	status, body, err := c.post(ctx, "appr-ci", "/api/v1/plans/two/start", `{"id":"req-1","reason":"crash matrix"}`)
+	if err != nil {
+		return "", false
+	}
+	switch status {
+	case http.StatusOK, http.StatusAccepted:
+	case http.StatusConflict:
+		return "", true
+	default:
+		c.t.Fatalf("starting plan two = %d %s", status, body)
+	}
+	var rec runtime.RunRecord
+	if err := json.Unmarshal(body, &rec); err != nil {
+		c.t.Fatalf("starting plan two: %v: %s", err, body)
+	}
+	return rec.ID, true
 }
 
 // TestCrashMatrix crashes the gateway at each failpoint while it serves
@@ -255,6 +342,9 @@ type matrixCell struct {
 	fp   string
 	kind matrixKind
 	base string
+	// config is the configuration file; p the gateway running on it.
+	config string
+	p      *proc
 	// asked are the approvals asked for before the crash: each must be
 	// pending or answered after it, never gone.
 	asked []string
@@ -265,6 +355,7 @@ type matrixCell struct {
 func (c *matrixCell) run(ctx context.Context) string {
 	t := c.t
 	config := filepath.Join(c.dir, "matrix.yaml")
+	c.config = config
 	if err := os.WriteFile(config, []byte(matrixConfig(c.dir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +366,7 @@ func (c *matrixCell) run(ctx context.Context) string {
 	}
 	p := startProc(ctx, t, c.bin, config,
 		failpoint.EnvSpec+"="+name+fmt.Sprintf("=exit(%d)", fpExit)+nth, failpoint.EnvArm+"="+armFile)
-	c.base = p.consoleBase(ctx, t)
+	c.base, c.p = p.consoleBase(ctx, t), p
 	// A bystander: an approval asked for before the crash, never answered.
 	by := c.awaitCommand(ctx, "appr-ci", "pump-1", "on", "true", "bystander")
 	if by.Outcome != "pending_approval" || by.Approval == nil {
@@ -307,10 +398,10 @@ func (c *matrixCell) run(ctx context.Context) string {
 	p = startProc(ctx, t, c.bin, config)
 	c.base = p.consoleBase(ctx, t)
 	p.awaitSettled(ctx, t)
-	dev, capab, _ := strings.Cut(c.kind.target, ".")
-	again := c.awaitCommand(ctx, "appr-ci", dev, capab, "true", "req-1")
-	if id := again.acted(); id != "" && seen != "" && id != seen {
-		t.Errorf("the request sent again acted as attempt %s; the client had seen attempt %s act", id, seen)
+	for _, id := range c.kind.again(ctx, c) {
+		if len(seen) > 0 && !slices.Contains(seen, id) {
+			t.Errorf("the request sent again acted as attempt %s; the client had seen attempts %q act", id, seen)
+		}
 	}
 	pending := c.pendingApprovals(ctx)
 	if !slices.Contains(pending, c.asked[0]) {
@@ -325,7 +416,7 @@ func (c *matrixCell) run(ctx context.Context) string {
 	after := mustWorld(t, c.dir)
 	locked := c.verify(ctx)
 	st := c.checkJournal(ctx, seen, locked)
-	for _, a := range []string{"valve-1.open", "heater-1.on", "pump-1.on"} {
+	for _, a := range []string{"valve-1.open", "valve-2.open", "heater-1.on", "pump-1.on"} {
 		if n := after.Received[a]; n > 1 {
 			t.Errorf("%s received %d writes (%d before the restart), want at most 1", a, n, before.Received[a])
 		}
@@ -337,7 +428,14 @@ func (c *matrixCell) run(ctx context.Context) string {
 	if hit {
 		where = "crashed"
 	}
-	return fmt.Sprintf("%s; %s; writes %d→%d", where, st, before.Received[c.kind.target], after.Received[c.kind.target])
+	var writes []string
+	for _, target := range c.kind.targets {
+		writes = append(writes, fmt.Sprintf("%d→%d", before.Received[target], after.Received[target]))
+	}
+	if len(writes) == 0 {
+		return where + "; " + st
+	}
+	return fmt.Sprintf("%s; %s; writes %s", where, st, strings.Join(writes, ","))
 }
 
 // verify runs shadowgate journal verify on the cell's state, and returns
@@ -359,7 +457,7 @@ func (c *matrixCell) verify(ctx context.Context) []string {
 // reached executing is settled or locked, the act the client saw is
 // there, and every approval asked for is pending or answered. It returns
 // where the request's attempt ended, in words.
-func (c *matrixCell) checkJournal(ctx context.Context, seen string, locked []string) string {
+func (c *matrixCell) checkJournal(ctx context.Context, seen []string, locked []string) string {
 	t := c.t
 	j, err := journal.Open(journal.Path(filepath.Join(c.dir, "state")), journal.Options{ReadOnly: true})
 	if err != nil {
@@ -404,8 +502,10 @@ func (c *matrixCell) checkJournal(ctx context.Context, seen string, locked []str
 			t.Errorf("attempt %s reached executing and is %s after the restart; want receipt, failed, reconciled or unknown", a.ID, a.State)
 		}
 	}
-	if seen != "" && !acted[seen] {
-		t.Errorf("the client saw attempt %s act, but the journal has no acted event for it", seen)
+	for _, id := range seen {
+		if !acted[id] {
+			t.Errorf("the client saw attempt %s act, but the journal has no acted event for it", id)
+		}
 	}
 	snap, err := j.Load(ctx)
 	if err != nil {
@@ -425,23 +525,38 @@ func (c *matrixCell) checkJournal(ctx context.Context, seen string, locked []str
 			t.Errorf("approval %s was asked for before the crash and is neither pending nor answered", id)
 		}
 	}
-	if s, ok := states[c.kind.target]; ok {
-		return "attempt " + string(s)
+	var out []string
+	for _, target := range c.kind.targets {
+		if s, ok := states[target]; ok {
+			out = append(out, string(s))
+		} else {
+			out = append(out, "none")
+		}
 	}
-	return "no attempt executed"
+	if len(out) == 0 {
+		return "no act asked"
+	}
+	return "executed: " + strings.Join(out, ",")
 }
 
-// mustWorld reads the sim's state file; no file means no write yet.
+// mustWorld reads the sims' state files and returns their counts of
+// writes received; no file means no write yet.
 func mustWorld(t *testing.T, dir string) deviceWorld {
 	t.Helper()
-	w, err := loadWorld(filepath.Join(dir, "state", "world.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return deviceWorld{Received: map[string]int{}}
+	all := deviceWorld{Received: map[string]int{}}
+	for _, f := range []string{"world.json", "world2.json"} {
+		w, err := loadWorld(filepath.Join(dir, "state", f))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, n := range w.Received {
+			all.Received[k] += n
+		}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return all
 }
 
 // matrixReply is the API's answer to a command.
@@ -548,9 +663,9 @@ func (c *matrixCell) pendingApprovals(ctx context.Context) []string {
 }
 
 // awaitRun waits until a run has ended, as the API's events show it, and
-// returns the attempt of its acted event, if it acted. It returns false if
-// the gateway stopped answering first.
-func (c *matrixCell) awaitRun(ctx context.Context, run string) (string, bool) {
+// returns the attempts of its acted events. It returns false if the
+// gateway stopped answering first.
+func (c *matrixCell) awaitRun(ctx context.Context, run string) ([]string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -558,7 +673,7 @@ func (c *matrixCell) awaitRun(ctx context.Context, run string) (string, bool) {
 	for {
 		status, body, err := c.do(ctx, http.MethodGet, "carol-ci", "/api/v1/events?limit=1000", "")
 		if err != nil {
-			return "", false
+			return nil, false
 		}
 		if status != http.StatusOK {
 			c.t.Fatalf("GET /api/v1/events = %d %s", status, body)
@@ -567,7 +682,7 @@ func (c *matrixCell) awaitRun(ctx context.Context, run string) (string, bool) {
 		if err := json.Unmarshal(body, &evs); err != nil {
 			c.t.Fatalf("GET /api/v1/events: %v", err)
 		}
-		ended, acted := false, ""
+		ended, acted := false, []string(nil)
 		for _, ev := range evs {
 			switch {
 			case ev.Run != run:
@@ -576,7 +691,7 @@ func (c *matrixCell) awaitRun(ctx context.Context, run string) (string, bool) {
 			case ev.Kind == runtime.KindActed:
 				var rc runtime.Receipt
 				if json.Unmarshal(ev.Body, &rc) == nil {
-					acted = rc.Attempt
+					acted = append(acted, rc.Attempt)
 				}
 			}
 		}
@@ -586,7 +701,7 @@ func (c *matrixCell) awaitRun(ctx context.Context, run string) (string, bool) {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return "", false
+			return nil, false
 		}
 	}
 }
@@ -701,6 +816,25 @@ func (p *proc) awaitSettled(ctx context.Context, t *testing.T) {
 			t.Fatalf("the gateway exited while it read back what it found locked; its log:\n%s", strings.Join(ls, "\n"))
 		case <-ctx.Done():
 			t.Fatalf("%d actuators locked at start, %d read back: %v; the log:\n%s", locked, settled, ctx.Err(), strings.Join(ls, "\n"))
+		}
+	}
+}
+
+// awaitLine waits for a log line that holds sub, at most 30s. It returns
+// false if the process ended first.
+func (p *proc) awaitLine(ctx context.Context, sub string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if slices.ContainsFunc(p.lines(), func(l string) bool { return strings.Contains(l, sub) }) {
+			return true
+		}
+		select {
+		case <-p.grew:
+		case <-p.done:
+			return slices.ContainsFunc(p.lines(), func(l string) bool { return strings.Contains(l, sub) })
+		case <-ctx.Done():
+			return false
 		}
 	}
 }

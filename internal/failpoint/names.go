@@ -52,6 +52,11 @@ const (
 	// OutboxTrim is inside the transaction that drops the oldest
 	// telemetry beyond the outbox's bound. An error fails the trim.
 	OutboxTrim = "outbox:trim"
+
+	// GatewayReload is in a reload, once the new file was read and
+	// checked and before its change is journaled and put in force. An
+	// error refuses the reload, changing nothing.
+	GatewayReload = "gateway:reload"
 )
 
 // The environment a process built with the tag arms its failpoints from:
@@ -66,5 +71,5 @@ const (
 var All = []string{
 	ActBeforeExecuting, ActAfterExecuting, ActAfterDriver, ActAfterReceipt,
 	JournalBeforeWrite, JournalAfterWrite, JournalPruneEvents, JournalPruneRecords, JournalCheckpoint,
-	SessionWrite, OutboxAppend, OutboxAck, OutboxTrim,
+	SessionWrite, OutboxAppend, OutboxAck, OutboxTrim, GatewayReload,
 }

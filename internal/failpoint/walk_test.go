@@ -46,8 +46,14 @@ func TestFailpointsList(t *testing.T) {
 		}
 		seen[name] = true
 	}
-	if got := len(constNames(t)); got != len(failpoint.All) {
-		t.Errorf("names.go declares %d failpoints, All lists %d", got, len(failpoint.All))
+	declared := 0
+	for id := range constNames(t) {
+		if !strings.HasPrefix(id, "Env") { // the arming variables' names
+			declared++
+		}
+	}
+	if declared != len(failpoint.All) {
+		t.Errorf("names.go declares %d failpoints, All lists %d", declared, len(failpoint.All))
 	}
 }
 
