@@ -401,6 +401,8 @@ type matrixCell struct {
 	// config is the configuration file; p the gateway running on it.
 	config string
 	p      *proc
+	// uplink, if set, is the site broker's address the uplink forwards to.
+	uplink string
 	// asked are the approvals asked for before the crash: each must be
 	// pending or answered after it, never gone.
 	asked []string
@@ -410,10 +412,21 @@ type matrixCell struct {
 // that keeps a few events only where pruning is the point, so that the
 // request's own writes make it prune.
 func (c *matrixCell) configText() string {
+	cfg := matrixConfig(c.dir)
 	if strings.HasPrefix(c.fp, failpoint.JournalPruneEvents) {
-		return matrixConfig(c.dir) + "journal: {max_events: 12}\n"
+		cfg += "journal: {max_events: 12}\n"
 	}
-	return matrixConfig(c.dir)
+	if c.uplink != "" {
+		// The outbox's rows forward to a site broker: a live one, whose
+		// acknowledgements delete what was delivered, or, for the trim, a
+		// dead address and a small backlog, so that telemetry is dropped.
+		cfg += "uplink: {url: \"tcp://" + c.uplink + "\", client_id: matrix-site, user: appr"
+		if strings.HasPrefix(c.fp, failpoint.OutboxTrim) {
+			cfg += ", max_backlog: 2KiB"
+		}
+		cfg += "}\n"
+	}
+	return cfg
 }
 
 // run crashes, restarts and checks; it returns the cell's line of the
@@ -422,6 +435,12 @@ func (c *matrixCell) run(ctx context.Context) string {
 	t := c.t
 	config := filepath.Join(c.dir, "matrix.yaml")
 	c.config = config
+	switch {
+	case strings.HasPrefix(c.fp, failpoint.OutboxTrim):
+		c.uplink = "127.0.0.1:1"
+	case strings.HasPrefix(c.fp, "outbox:"):
+		c.uplink = startSiteBroker(t).addr
+	}
 	if err := os.WriteFile(config, []byte(c.configText()), 0o600); err != nil {
 		t.Fatal(err)
 	}
