@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/shadowgate/shadowgate/internal/failpoint"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
@@ -187,6 +189,8 @@ type matrixKind struct {
 	// again sends the request again after the restart, as a client that
 	// never heard back would, and returns the acts it saw.
 	again func(ctx context.Context, c *matrixCell) []string
+	// uplink is set for a request that comes through the uplink.
+	uplink bool
 }
 
 // commandAgain sends the command req-1 to target again.
@@ -249,6 +253,18 @@ var matrixKinds = []matrixKind{
 		// id is kept with its run in the journal, sending it again would
 		// only show that.
 		again: func(context.Context, *matrixCell) []string { return nil }},
+	{name: "upstream command", targets: []string{"valve-1.open"}, uplink: true,
+		send: func(ctx context.Context, c *matrixCell, arm func()) ([]string, bool) {
+			arm()
+			return c.upstream(ctx)
+		},
+		again: func(ctx context.Context, c *matrixCell) []string {
+			seen, answered := c.upstream(ctx)
+			if !answered {
+				c.t.Errorf("the upstream command sent again after the restart got no reply")
+			}
+			return seen
+		}},
 	{name: "console login", send: func(ctx context.Context, c *matrixCell, arm func()) ([]string, bool) {
 		arm()
 		return nil, c.login(ctx, "carol")
@@ -270,6 +286,55 @@ var matrixKinds = []matrixKind{
 		}
 		return nil, c.p.awaitLine(ctx, `msg="configuration reloaded"`)
 	}, again: func(context.Context, *matrixCell) []string { return nil }},
+}
+
+// upstream sends the command req-1 (valve-1.open true) through the site
+// broker, once the uplink listens there, and waits for its reply. It
+// returns the act the reply shows, and false if no reply came: the gateway
+// went down.
+func (c *matrixCell) upstream(ctx context.Context) ([]string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	const prefix = "shadowgate/matrix/"
+	c.site.waitSubscribed(ctx, prefix+"cmd/valve-1/open")
+	replies := make(chan matrixReply, 16)
+	o := paho.NewClientOptions().AddBroker("tcp://" + c.site.addr).SetClientID("matrix-client").
+		SetProtocolVersion(4).SetAutoReconnect(false)
+	mc := paho.NewClient(o)
+	if err := waitToken(ctx, mc.Connect()); err != nil {
+		c.t.Fatalf("connecting to the site broker: %v", err)
+	}
+	defer mc.Disconnect(100)
+	err := waitToken(ctx, mc.Subscribe(prefix+"reply/#", 1, func(_ paho.Client, msg paho.Message) {
+		var r struct {
+			matrixReply
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(msg.Payload(), &r) == nil && r.ID == "req-1" {
+			select {
+			case replies <- r.matrixReply:
+			default:
+			}
+		}
+	}))
+	if err != nil {
+		c.t.Fatalf("subscribing on the site broker: %v", err)
+	}
+	payload := fmt.Sprintf(`{"value":true,"id":"req-1","reason":"crash matrix","expires":%q}`, time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano))
+	if err := waitToken(ctx, mc.Publish(prefix+"cmd/valve-1/open", 1, false, payload)); err != nil {
+		c.t.Fatalf("publishing upstream: %v", err)
+	}
+	select {
+	case r := <-replies:
+		if id := r.acted(); id != "" {
+			return []string{id}, true
+		}
+		return nil, true
+	case <-c.p.done:
+		return nil, false
+	case <-ctx.Done():
+		return nil, false
+	}
 }
 
 // login logs user in through the console's form, as a browser does. It
@@ -401,8 +466,10 @@ type matrixCell struct {
 	// config is the configuration file; p the gateway running on it.
 	config string
 	p      *proc
-	// uplink, if set, is the site broker's address the uplink forwards to.
+	// uplink, if set, is the site broker's address the uplink forwards to;
+	// site is that broker, when the test runs it.
 	uplink string
+	site   *siteBroker
 	// asked are the approvals asked for before the crash: each must be
 	// pending or answered after it, never gone.
 	asked []string
@@ -436,10 +503,11 @@ func (c *matrixCell) run(ctx context.Context) string {
 	config := filepath.Join(c.dir, "matrix.yaml")
 	c.config = config
 	switch {
+	case c.kind.uplink || (strings.HasPrefix(c.fp, "outbox:") && !strings.HasPrefix(c.fp, failpoint.OutboxTrim)):
+		c.site = startSiteBroker(t)
+		c.uplink = c.site.addr
 	case strings.HasPrefix(c.fp, failpoint.OutboxTrim):
 		c.uplink = "127.0.0.1:1"
-	case strings.HasPrefix(c.fp, "outbox:"):
-		c.uplink = startSiteBroker(t).addr
 	}
 	if err := os.WriteFile(config, []byte(c.configText()), 0o600); err != nil {
 		t.Fatal(err)
@@ -481,7 +549,7 @@ func (c *matrixCell) run(ctx context.Context) string {
 	// Restart without the failpoint; the client sends its request again,
 	// as one that never heard back would.
 	p = startProc(ctx, t, c.bin, config)
-	c.base = p.consoleBase(ctx, t)
+	c.base, c.p = p.consoleBase(ctx, t), p
 	p.awaitSettled(ctx, t)
 	for _, id := range c.kind.again(ctx, c) {
 		if len(seen) > 0 && !slices.Contains(seen, id) {
