@@ -934,16 +934,6 @@ func (p *proc) lines() []string {
 	return slices.Clone(p.all)
 }
 
-// exited reports whether the process has ended, without waiting.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // wait waits for the process to end, at most 30s, and returns its exit
 // code.
 func (p *proc) wait(ctx context.Context) int {
