@@ -60,6 +60,16 @@ func TestHomeAssistantConfig(t *testing.T) {
 		ha.Classes["tank-1.level"] != "moisture" || ha.Classes["pump-1.on"] != "outlet" {
 		t.Errorf("home assistant = %+v", ha)
 	}
+	// ph takes no unit; the capability keeps its own, which the
+	// announcement leaves out.
+	b, err = Load("c.yaml", []byte(strings.Replace(minimal, "type: number}", "type: number, unit: pH}", 1)+
+		"integrations: {homeassistant: {enabled: true, device_classes: {tank-1.level: ph}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ha := b.MQTT.HomeAssistant; ha.Classes["tank-1.level"] != "ph" {
+		t.Errorf("home assistant classes = %v, want tank-1.level: ph", ha.Classes)
+	}
 }
 
 // haBadConfigs are Home Assistant settings a check refuses, each with the
@@ -83,6 +93,9 @@ var haBadConfigs = []struct {
 		`c.yaml:22:18: integrations.homeassistant.device_classes.pump-1.on: "moisture" is not a device class of a switch`},
 	{"unit of another class", minimal + "integrations:\n  homeassistant:\n    enabled: true\n    device_classes:\n      tank-1.level: temperature\n",
 		`c.yaml:22:21: integrations.homeassistant.device_classes.tank-1.level: device class temperature takes the units °C, °F, K; this capability has no unit`},
+	{"a unit the class does not take", strings.Replace(minimal, "type: number}", "type: number, unit: metres}", 1) +
+		"integrations:\n  homeassistant:\n    enabled: true\n    device_classes:\n      tank-1.level: distance\n",
+		`c.yaml:22:21: integrations.homeassistant.device_classes.tank-1.level: device class distance takes the units mm, cm, m, km, in, ft, yd, mi, nmi; this capability has the unit metres`},
 	{"unknown key", minimal + "integrations:\n  homeassistant:\n    enabled: true\n    discovery: true\n",
 		`c.yaml:21:5: integrations.homeassistant.discovery: unknown key "discovery"`},
 	{"checked when off too", minimal + "integrations:\n  homeassistant:\n    enabled: false\n    device_classes: {pump-1.on: door}\n",

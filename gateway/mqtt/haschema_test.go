@@ -58,12 +58,23 @@ var (
 		"duration": {"d", "h", "min", "s", "ms"}, "signal_strength": {"dB", "dBm"}, "apparent_power": {"VA"},
 		"reactive_power": {"var"}, "gas": {"m³", "ft³", "CCF"}, "illuminance": {"lx"},
 		"carbon_dioxide": {"ppm"}, "carbon_monoxide": {"ppm"},
+		// The classes the documentation names without units, from Home
+		// Assistant's sensor constants (DEVICE_CLASS_UNITS); "" is no unit.
+		"power_factor": {"%", ""}, "distance": {"mm", "cm", "m", "km", "in", "ft", "yd", "mi", "nmi"},
+		"nitrogen_dioxide": {"µg/m³"}, "ozone": {"µg/m³"}, "pm25": {"µg/m³"}, "pm10": {"µg/m³"},
+		"volatile_organic_compounds_parts": {"ppb", "ppm"}, "weight": {"g", "kg", "mg", "µg", "oz", "lb", "st"},
+		"precipitation": {"cm", "in", "mm"}, "sound_pressure": {"dB", "dBA"},
 	}
+	// docSensorUnitless take no unit at all (DEVICE_CLASS_UNITS: {None}).
+	docSensorUnitless = []string{"aqi", "ph"}
 	// docSensorOther are the other sensor device classes it names.
-	docSensorOther = []string{"power_factor", "aqi", "area", "blood_glucose_concentration", "data_rate", "data_size",
-		"date", "distance", "enum", "irradiance", "monetary", "nitrogen_dioxide", "nitrogen_monoxide", "nitrous_oxide",
-		"ozone", "ph", "pm1", "pm25", "pm10", "precipitation", "precipitation_intensity", "sound_pressure", "speed",
-		"sulphur_dioxide", "timestamp", "volatile_organic_compounds", "volatile_organic_compounds_parts", "weight", "wind_speed"}
+	docSensorOther = []string{"aqi", "area", "blood_glucose_concentration", "data_rate", "data_size",
+		"date", "enum", "irradiance", "monetary", "nitrogen_monoxide", "nitrous_oxide",
+		"ph", "pm1", "precipitation_intensity", "speed",
+		"sulphur_dioxide", "timestamp", "volatile_organic_compounds", "wind_speed"}
+	// docTotalOnly are the classes whose state class may not be
+	// measurement (DEVICE_CLASS_STATE_CLASSES).
+	docTotalOnly     = []string{"energy", "water", "gas", "volume", "monetary"}
 	docBinaryClasses = []string{"battery", "battery_charging", "carbon_monoxide", "cold", "connectivity", "door",
 		"garage_door", "gas", "heat", "light", "lock", "moisture", "motion", "moving", "occupancy", "opening", "plug",
 		"power", "presence", "problem", "running", "safety", "smoke", "sound", "tamper", "update", "vibration", "window"}
@@ -238,6 +249,9 @@ func haClassProblems(component string, cfg map[string]any) []string {
 		if hasClass && !listed && !slices.Contains(docSensorOther, class) {
 			bad = append(bad, "device_class "+class+" is not a sensor's")
 		}
+		if hasClass && hasUnit && slices.Contains(docSensorUnitless, class) {
+			bad = append(bad, fmt.Sprintf("device class %s takes no unit, and has %q", class, unit))
+		}
 		if hasClass && listed && !slices.Contains(units, unit) {
 			bad = append(bad, fmt.Sprintf("unit %q is not one of device class %s's: %s", unit, class, strings.Join(units, ", ")))
 		}
@@ -246,8 +260,11 @@ func haClassProblems(component string, cfg map[string]any) []string {
 		if !slices.Contains([]string{"measurement", "total", "total_increasing"}, stateClass) {
 			bad = append(bad, "state_class "+stateClass+" is not measurement, total or total_increasing")
 		}
-		if stateClass == "measurement" && slices.Contains([]string{"energy", "water", "gas"}, class) {
-			bad = append(bad, "device class "+class+" counts up; its state_class cannot be measurement")
+		if stateClass == "measurement" && slices.Contains(docTotalOnly, class) {
+			bad = append(bad, "device class "+class+" is a total; its state_class cannot be measurement")
+		}
+		if class == "monetary" && stateClass != "total" {
+			bad = append(bad, "device class monetary takes only the state_class total")
 		}
 	}
 	if _, ok := cfg["options"]; ok && component == "sensor" {
