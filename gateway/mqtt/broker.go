@@ -111,6 +111,10 @@ type Broker struct {
 
 	deniedPub, deniedSub, failedLogins, refusedConnects, commands, rateLimited atomic.Int64
 
+	// offline is the stop's watch on the sending of "offline", while it
+	// waits for it; nil otherwise.
+	offline atomic.Pointer[offlineWatch]
+
 	// sessions binds client ids to the users that hold them.
 	sessions sessions
 
@@ -233,9 +237,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	<-b.ctx.Done()
 	// Subscribers still connected hear it before they are closed; the
 	// retained message says so to whoever bridges this broker.
-	if err := b.srv.Publish(b.opts.Prefix+TopicStatus, []byte("offline"), true, 1); err != nil {
-		b.log.Warn("mqtt publish failed", "topic", TopicStatus, "error", err)
-	}
+	b.sayOffline()
 	err := b.shutdown()
 	b.mu.Lock()
 	b.stopping = true
@@ -297,7 +299,7 @@ func (h *hook) ID() string { return "shadowgate" }
 
 func (h *hook) Provides(b byte) bool {
 	return bytes.Contains([]byte{mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnSessionEstablished,
-		mochi.OnACLCheck, mochi.OnPublish}, []byte{b})
+		mochi.OnACLCheck, mochi.OnPublish, mochi.OnPacketSent}, []byte{b})
 }
 
 // clientUser is who a connected client is: its user, or the anonymous role.

@@ -554,3 +554,18 @@ func TestHomeAssistantDeviceGoesUnavailable(t *testing.T) {
 	publish(t, alice, prefix+"cmd/tank-1/level", 1, "")
 	waitFor(t, ch, topic, "online again", func(p []byte) bool { return string(p) == "online" })
 }
+
+// TestHomeAssistantHearsOfflineAtStop stops the gateway while Home
+// Assistant is subscribed to its status: it hears offline before its
+// connection is closed.
+func TestHomeAssistantHearsOfflineAtStop(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	ch := subscribe(t, gw.mustClient("hass", "hass-password"), prefix+TopicStatus)
+	if m := next(t, ch, "the birth message"); string(m.Payload()) != "online" {
+		t.Fatalf("%s = %q, want online", TopicStatus, m.Payload())
+	}
+	gw.stop()
+	if m := next(t, ch, "offline"); string(m.Payload()) != "offline" {
+		t.Errorf("%s = %q as the gateway stopped, want offline", TopicStatus, m.Payload())
+	}
+}
