@@ -17,6 +17,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
 )
@@ -109,6 +110,12 @@ type Broker struct {
 	limiter *access.Limiter
 	rate    *rates
 
+	// haActuators are the actuators announced to Home Assistant, by
+	// "device/capability"; haSaid bounds, per principal, the commands not
+	// taken that are said on their outcome topics. Both are set by New.
+	haActuators map[string]bool
+	haSaid      *rates
+
 	deniedPub, deniedSub, failedLogins, refusedConnects, commands, rateLimited atomic.Int64
 
 	// offline is the stop's watch on the sending of "offline", while it
@@ -168,6 +175,17 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 		sessions: sessions{claims: map[string]claim{}},
 		limiter:  access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
 	b.limiter.Summarize = b.noteFailures
+	if ha := opts.HomeAssistant; ha != nil {
+		b.haActuators = map[string]bool{}
+		b.haSaid = newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)
+		for _, d := range ha.Devices {
+			for _, c := range d.Capabilities {
+				if c.Kind == devices.KindActuator {
+					b.haActuators[d.ID+"/"+c.Name] = true
+				}
+			}
+		}
+	}
 	b.disp = &command.Dispatcher{Engine: eng, Origin: "mqtt", Log: opts.Logger,
 		Spawn: func(fn func(context.Context)) { b.spawn(func() { fn(b.ctx) }) }}
 	b.srv = mochi.New(&mochi.Options{

@@ -75,6 +75,12 @@ func (f *haFold) outcome(device, capability string, o haOutcome) []haMessage {
 	if !f.actuator(device, capability) {
 		return nil
 	}
+	return outcomeMessage(device, capability, o)
+}
+
+// outcomeMessage is the message of an actuator's outcome, cut to the 255
+// characters Home Assistant keeps of a state.
+func outcomeMessage(device, capability string, o haOutcome) []haMessage {
 	if r := []rune(o.Outcome); len(r) > 255 {
 		o.Outcome = string(r[:254]) + "…"
 	}

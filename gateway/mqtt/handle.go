@@ -93,6 +93,7 @@ func (b *Broker) handle(cl *mochi.Client, pk packets.Packet, rel string) {
 	refuse := func(outcome, why string) {
 		reply(command.Refusal(r, command.PeekID(pk.Payload), outcome, why))
 		b.log.Info("mqtt command not taken", "principal", principal, "topic", pk.TopicName, "outcome", outcome, "why", why)
+		b.sayNotTaken(r, principal, outcome, why)
 	}
 	switch {
 	case r.Kind == "":
@@ -126,6 +127,21 @@ func (b *Broker) handle(cl *mochi.Client, pk packets.Packet, rel string) {
 	defer cancel()
 	replyTo, _ := json.Marshal(replyTo{Topic: d.topic, Correlation: d.correlation})
 	b.disp.Dispatch(ctx, principal, string(replyTo), r, req, reply)
+}
+
+// sayNotTaken publishes a command the broker did not take (over the rate,
+// malformed, for a device offline, retained, stale) on the outcome topic
+// of the actuator it names, if Home Assistant was told of it: Home
+// Assistant reads no replies, and its user would otherwise never learn
+// why the switch did not move. One message for each such command, and no
+// more of them than a principal may send commands (its own bucket): a
+// flood of refused commands is not multiplied onto every subscriber of
+// the outcome.
+func (b *Broker) sayNotTaken(r command.Route, principal, outcome, why string) {
+	if r.Kind != "cmd" || !b.haActuators[r.Device+"/"+r.Capability] || !b.haSaid.allow(principal) {
+		return
+	}
+	b.publishHA(outcomeMessage(r.Device, r.Capability, haOutcome{Outcome: outcome + ": " + why, By: principal, At: b.opts.Now()}))
 }
 
 // replyTo is where an MQTT command's outcome goes, kept with its run.

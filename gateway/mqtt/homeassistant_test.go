@@ -569,3 +569,58 @@ func TestHomeAssistantHearsOfflineAtStop(t *testing.T) {
 		t.Errorf("%s = %q as the gateway stopped, want offline", TopicStatus, m.Payload())
 	}
 }
+
+// TestHomeAssistantCommandsNotTakenAreSaid sends commands the broker
+// turns away before the engine: Home Assistant reads no replies, so the
+// outcome sensor of the actuator the topic names says why; a flood of
+// them says so a bounded number of times.
+func TestHomeAssistantCommandsNotTakenAreSaid(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse()), burst: 2, perMinute: 1})
+	hass := gw.mustClient("hass", "hass-password")
+	outcome := prefix + HAOutcomeTopic("valve-1", "open")
+	live := subscribe(t, hass, prefix+"ha/#")
+
+	publish(t, hass, prefix+"cmd/valve-1/open", 0, "maybe")
+	waitFor(t, live, outcome, "a malformed command said", outcomeIs("failed: payload"))
+	publish(t, hass, prefix+"cmd/valve-1/open", 0, "true")
+	waitFor(t, live, outcome, "confirmed", outcomeIs("confirmed"))
+	publish(t, hass, prefix+"cmd/valve-1/open", 0, "false")
+	seen := waitFor(t, live, outcome, "the rate limit said", outcomeIs("refused: rate limit: mqtt:hass"))
+	var o haOutcome
+	if err := json.Unmarshal(seen[len(seen)-1].Payload(), &o); err != nil || o.By != "mqtt:hass" {
+		t.Errorf("outcome %s: by %q, want mqtt:hass", seen[len(seen)-1].Payload(), o.By)
+	}
+	for _, m := range seen {
+		if m.Topic() != outcome && strings.HasSuffix(m.Topic(), "/outcome") {
+			t.Errorf("a command to valve-1 is said on %s", m.Topic())
+		}
+	}
+
+	// carl sends 40 retained commands: each is refused with a reply, and
+	// only a few are said on the outcome topic that every Home Assistant
+	// reads.
+	carl := gw.mustClient("carl", "carl-password")
+	replies := subscribe(t, carl, prefix+"reply/valve-1/open")
+	const flood = 40
+	for range flood {
+		if tok := carl.Publish(prefix+"cmd/valve-1/open", 0, true, "true"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish: %v", tok.Error())
+		}
+	}
+	for i := range flood {
+		if r := nextReply(t, replies, fmt.Sprintf("reply %d", i)); !strings.Contains(r.Why, "retained") {
+			t.Fatalf("reply %d: %s %s", i, r.Outcome, r.Why)
+		}
+	}
+	// Another user's command after the flood marks its end.
+	publish(t, gw.mustClient("alice", "alice-password"), prefix+"cmd/valve-1/open", 0, "maybe")
+	said := 0
+	for _, m := range waitFor(t, live, outcome, "the end of the flood", outcomeIs("failed: payload")) {
+		if m.Topic() == outcome && strings.Contains(string(m.Payload()), `"by":"mqtt:carl"`) {
+			said++
+		}
+	}
+	if said < 1 || said > 2 {
+		t.Errorf("%d refused commands of carl said on %s, want 1 or 2 (its burst)", said, outcome)
+	}
+}
