@@ -204,6 +204,11 @@ func (b *Broker) haEntities() []haEntity {
 func (b *Broker) haComponent(d devices.Device, c devices.Capability, cfg map[string]any) string {
 	class := b.opts.HomeAssistant.Classes[d.ID+"."+c.Name]
 	if c.Kind != devices.KindActuator {
+		if c.Poll > 0 {
+			// A reading that stops coming shows as unavailable, not as
+			// the last value for ever: three polls missed.
+			cfg["expire_after"] = max(1, int(3*c.Poll.Seconds()))
+		}
 		switch c.Type {
 		case value.TypeBool:
 			cfg["payload_on"], cfg["payload_off"] = "ON", "OFF"
@@ -218,15 +223,10 @@ func (b *Broker) haComponent(d devices.Device, c devices.Capability, cfg map[str
 			if class != "" {
 				cfg["device_class"] = class
 			}
-			if c.Unit != "" {
-				cfg["unit_of_measurement"] = c.Unit
+			if unit := b.haUnit(d, c, class); unit != "" {
+				cfg["unit_of_measurement"] = unit
 			}
 			cfg["state_class"] = haStateClass(class)
-			if c.Poll > 0 {
-				// A reading that stops coming shows as unavailable, not as
-				// the last value for ever: three polls missed.
-				cfg["expire_after"] = max(1, int(3*c.Poll.Seconds()))
-			}
 		case value.TypeEnum:
 			cfg["device_class"], cfg["options"] = "enum", slices.Clone(c.Enum)
 		}
@@ -264,8 +264,8 @@ func (b *Broker) haComponent(d devices.Device, c devices.Capability, cfg map[str
 		if !bounded {
 			cfg["mode"] = "box"
 		}
-		if c.Unit != "" {
-			cfg["unit_of_measurement"] = c.Unit
+		if unit := b.haUnit(d, c, class); unit != "" {
+			cfg["unit_of_measurement"] = unit
 		}
 		if class != "" {
 			cfg["device_class"] = class
@@ -282,6 +282,19 @@ func (b *Broker) haComponent(d devices.Device, c devices.Capability, cfg map[str
 	cfg["command_template"] = "{{ value | to_json }}"
 	cfg["max"] = min(255, value.MaxStringLen)
 	return "text"
+}
+
+// haUnit is the unit_of_measurement of a number of a device class, or "":
+// its unit, but none for a class that takes none (ph, aqi), which Home
+// Assistant refuses with any unit. The unit is left out with a warning,
+// and the capability keeps it everywhere else.
+func (b *Broker) haUnit(d devices.Device, c devices.Capability, class string) string {
+	if c.Unit != "" && haUnitless(class) {
+		b.log.Warn("home assistant unit left out: the device class takes none", "device_id", d.ID, "capability", c.Name,
+			"device_class", class, "unit", c.Unit)
+		return ""
+	}
+	return c.Unit
 }
 
 // haValue is a value as Home Assistant's state topic carries it.

@@ -255,10 +255,10 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 	devs := []devices.Device{
 		{ID: "probe_1", Area: "site/hall", Capabilities: []devices.Capability{
 			num("temp", "°C", devices.KindSensor), num("air_humidity", "%", devices.KindSensor), num("flow", "L/min", devices.KindSensor),
-			num("count", "", devices.KindSensor), num("meter", "L", devices.KindSensor),
-			{Name: "leak", Kind: devices.KindSensor, Type: value.TypeBool},
-			{Name: "state", Kind: devices.KindSensor, Type: value.TypeEnum, Enum: []string{"idle", "run"}},
-			{Name: "label", Kind: devices.KindSensor, Type: value.TypeString},
+			num("count", "", devices.KindSensor), num("meter", "L", devices.KindSensor), num("acidity", "pH", devices.KindSensor),
+			{Name: "leak", Kind: devices.KindSensor, Type: value.TypeBool, Poll: 5 * time.Second},
+			{Name: "state", Kind: devices.KindSensor, Type: value.TypeEnum, Enum: []string{"idle", "run"}, Poll: 5 * time.Second},
+			{Name: "label", Kind: devices.KindSensor, Type: value.TypeString, Poll: 5 * time.Second},
 		}},
 		{ID: "plc-2", Capabilities: []devices.Capability{
 			{Name: "setpoint", Kind: devices.KindActuator, Type: value.TypeNumber, Unit: "°C"},
@@ -269,7 +269,7 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 		}},
 	}
 	ha := haOptions(devs)
-	ha.Classes = map[string]string{"probe_1.meter": "water", "probe_1.leak": "moisture", "plc-2.relay": "outlet"}
+	ha.Classes = map[string]string{"probe_1.meter": "water", "probe_1.acidity": "ph", "probe_1.leak": "moisture", "plc-2.relay": "outlet"}
 	b, err := New(eng, Options{Prefix: prefix, HomeAssistant: ha})
 	if err != nil {
 		t.Fatal(err)
@@ -287,14 +287,17 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 		got[e.topic("homeassistant")] = cfg
 	}
 	want := map[string]map[string]any{
-		"homeassistant/sensor/sg_test_probe__1_temp/config":          {"device_class": "temperature", "unit_of_measurement": "°C", "state_class": "measurement"},
+		"homeassistant/sensor/sg_test_probe__1_temp/config": {"device_class": "temperature", "unit_of_measurement": "°C", "state_class": "measurement", "expire_after": 30},
+		// ph takes no unit: the capability's pH is left out.
+		"homeassistant/sensor/sg_test_probe__1_acidity/config":       {"device_class": "ph", "unit_of_measurement": nil},
 		"homeassistant/sensor/sg_test_probe__1_air__humidity/config": {"device_class": "humidity", "unit_of_measurement": "%"},
 		"homeassistant/sensor/sg_test_probe__1_flow/config":          {"device_class": "volume_flow_rate", "unit_of_measurement": "L/min"},
 		"homeassistant/sensor/sg_test_probe__1_count/config":         {"state_class": "measurement", "device_class": nil, "unit_of_measurement": nil},
 		"homeassistant/sensor/sg_test_probe__1_meter/config":         {"device_class": "water", "state_class": "total_increasing"},
-		"homeassistant/binary_sensor/sg_test_probe__1_leak/config":   {"device_class": "moisture", "payload_on": "ON"},
-		"homeassistant/sensor/sg_test_probe__1_state/config":         {"device_class": "enum", "options": []any{"idle", "run"}},
-		"homeassistant/sensor/sg_test_probe__1_label/config":         {"device_class": nil},
+		// Every polled sensor expires after three polls missed.
+		"homeassistant/binary_sensor/sg_test_probe__1_leak/config": {"device_class": "moisture", "payload_on": "ON", "expire_after": 15},
+		"homeassistant/sensor/sg_test_probe__1_state/config":       {"device_class": "enum", "options": []any{"idle", "run"}, "expire_after": 15},
+		"homeassistant/sensor/sg_test_probe__1_label/config":       {"device_class": nil, "expire_after": 15},
 		"homeassistant/number/sg_test_plc-2_setpoint/config": {"min": 5, "max": 60, "step": 0.5, "mode": nil, "unit_of_measurement": "°C",
 			"command_topic": prefix + "cmd/plc-2/setpoint", "optimistic": false},
 		"homeassistant/number/sg_test_plc-2_level/config":         {"min": -1e9, "max": 1e9, "step": 0.001, "mode": "box"},
@@ -316,7 +319,7 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 			}
 		}
 	}
-	if n, want := len(got), 2+8+5*2; n != want {
+	if n, want := len(got), 2+9+5*2; n != want {
 		t.Errorf("%d configs, want %d", n, want)
 	}
 	dev := got["homeassistant/sensor/sg_test_probe__1_temp/config"]["device"].(map[string]any)
@@ -622,5 +625,45 @@ func TestHomeAssistantCommandsNotTakenAreSaid(t *testing.T) {
 	}
 	if said < 1 || said > 2 {
 		t.Errorf("%d refused commands of carl said on %s, want 1 or 2 (its burst)", said, outcome)
+	}
+}
+
+func TestCheckDeviceClass(t *testing.T) {
+	cases := []struct {
+		class, unit string
+		ok          bool
+	}{
+		{"temperature", "°C", true},
+		{"temperature", "", false},
+		// ph and aqi take no unit: the capability's is left out of the
+		// announcement, not refused.
+		{"ph", "pH", true},
+		{"ph", "", true},
+		{"aqi", "%", true},
+		{"power_factor", "%", true},
+		{"power_factor", "", true},
+		{"power_factor", "W", false},
+		{"distance", "m", true},
+		{"distance", "metres", false},
+		{"nitrogen_dioxide", "µg/m³", true},
+		{"nitrogen_dioxide", "ppm", false},
+		{"weight", "kg", true},
+		{"weight", "°C", false},
+		{"area", "m²", true},
+		{"speed", "km/h", true},
+		{"monetary", "EUR", true},
+		{"colour", "", false},
+	}
+	for _, tc := range cases {
+		c := devices.Capability{Name: "x", Kind: devices.KindSensor, Type: value.TypeNumber, Unit: tc.unit}
+		if err := CheckDeviceClass(c, tc.class); (err == nil) != tc.ok {
+			t.Errorf("CheckDeviceClass(unit %q, %s) = %v, want ok %v", tc.unit, tc.class, err, tc.ok)
+		}
+	}
+	for class, want := range map[string]string{"volume": "total", "monetary": "total", "water": "total_increasing",
+		"volume_storage": "measurement", "temperature": "measurement", "": "measurement"} {
+		if got := haStateClass(class); got != want {
+			t.Errorf("haStateClass(%q) = %s, want %s", class, got, want)
+		}
 	}
 }
