@@ -2,6 +2,8 @@ package mqtt
 
 import (
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,20 +34,64 @@ type haMessage struct {
 	payload []byte
 }
 
+// haNone is the state payload that Home Assistant's switch, number and
+// select take for "unknown": the gateway no longer believes any value.
+const haNone = "None"
+
+// haRange is what a number entity was announced with, and the envelope it
+// came from.
+type haRange struct {
+	lo, hi         float64 // the announced min and max
+	min, max       float64 // the envelope's bounds, where it has them
+	hasMin, hasMax bool
+}
+
+// outside says how v lies outside the envelope or the announced range,
+// or "" when Home Assistant's number can show it.
+func (r haRange) outside(v float64) string {
+	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+	switch {
+	case r.hasMin && v < r.min || r.hasMax && v > r.max:
+		lo, hi := "…", "…"
+		if r.hasMin {
+			lo = num(r.min)
+		}
+		if r.hasMax {
+			hi = num(r.max)
+		}
+		return "outside the envelope " + lo + " to " + hi
+	case v < r.lo || v > r.hi:
+		return "outside the range Home Assistant was told, " + num(r.lo) + " to " + num(r.hi)
+	}
+	return ""
+}
+
 // haFold turns journal events into the integration's state and outcome
 // topics. It is used by one goroutine at a time: the broker's start, then
 // the goroutine that follows the journal.
 type haFold struct {
 	// caps are the announced capabilities by "device/capability".
 	caps map[string]devices.Capability
+	// ranges are the announced number actuators' ranges, by
+	// "device/capability".
+	ranges map[string]haRange
+	// ownReadBack holds the actuators whose receipts observe the
+	// actuator itself (its read-back), not another sensor: a discrepant
+	// receipt's observed value is their state.
+	ownReadBack map[string]bool
 	// asked maps a pending approval's id to its "device/capability".
 	asked map[string]string
 	// devs are the announced devices.
 	devs map[string]bool
+	// outsideSaid is the reading outside its range whose outcome was last
+	// said, by "device/capability", so that a poll repeats it only when it
+	// changes.
+	outsideSaid map[string]string
 }
 
 func newHAFold(devs []devices.Device) *haFold {
-	f := &haFold{caps: map[string]devices.Capability{}, asked: map[string]string{}, devs: map[string]bool{}}
+	f := &haFold{caps: map[string]devices.Capability{}, ranges: map[string]haRange{}, ownReadBack: map[string]bool{},
+		asked: map[string]string{}, devs: map[string]bool{}, outsideSaid: map[string]string{}}
 	for _, d := range devs {
 		f.devs[d.ID] = true
 		for _, c := range d.Capabilities {
@@ -62,13 +108,77 @@ func (f *haFold) actuator(device, capability string) bool {
 }
 
 // state is the believed state of device/capability, if it is announced
-// and v is of its type.
+// and v is of its type. A number outside its envelope or the range Home
+// Assistant was told is not clamped (the gateway shows no value it does
+// not believe) but published as None, unknown; its real value is in the
+// entity's attributes, the protocol's state topic.
 func (f *haFold) state(device, capability string, v value.Value) []haMessage {
-	c, ok := f.caps[device+"/"+capability]
+	key := device + "/" + capability
+	c, ok := f.caps[key]
 	if !ok || v.Type != c.Type {
 		return nil
 	}
+	if r, ok := f.ranges[key]; ok && r.outside(v.Num) != "" {
+		return f.unknown(device, capability)
+	}
 	return []haMessage{{topic: HAStateTopic(device, capability), payload: haValue(v)}}
+}
+
+// unknown says that the gateway no longer believes any state of an
+// announced actuator: Home Assistant shows it unknown. A text entity has
+// no such state, and keeps its last.
+func (f *haFold) unknown(device, capability string) []haMessage {
+	c, ok := f.caps[device+"/"+capability]
+	if !ok || c.Kind != devices.KindActuator || c.Type == value.TypeString {
+		return nil
+	}
+	return []haMessage{{topic: HAStateTopic(device, capability), payload: []byte(haNone)}}
+}
+
+// reading is what a good reading changes: the state, and, for a number
+// actuator whose reading lies outside its range, an outcome that says so
+// (once for each such value, not at every poll).
+func (f *haFold) reading(device, capability string, v value.Value, at time.Time) []haMessage {
+	out := f.state(device, capability, v)
+	key := device + "/" + capability
+	r, ok := f.ranges[key]
+	if !ok || v.Type != value.TypeNumber {
+		return out
+	}
+	why := r.outside(v.Num)
+	if why == "" {
+		delete(f.outsideSaid, key)
+		return out
+	}
+	said := string(haValue(v))
+	if f.outsideSaid[key] == said {
+		return out
+	}
+	f.outsideSaid[key] = said
+	return append(out, f.outcome(device, capability, haOutcome{Outcome: "read " + said + ", " + why, Value: &v, At: at})...)
+}
+
+// acted is what an act's receipt changes: its outcome, and the state: the
+// value when the world confirmed it; what was observed when the world
+// did not follow and the observation is of the actuator itself, else
+// unknown.
+func (f *haFold) acted(rc *runtime.Receipt) []haMessage {
+	out := f.outcome(rc.Device, rc.Capability, receiptOutcome(rc))
+	key := rc.Device + "/" + rc.Capability
+	switch {
+	case rc.Confirmation == runtime.Confirmed:
+		out = append(f.state(rc.Device, rc.Capability, rc.Value), out...)
+	case rc.Confirmation.Discrepant():
+		var st []haMessage
+		if rc.Observed != nil && f.ownReadBack[key] {
+			st = f.state(rc.Device, rc.Capability, *rc.Observed)
+		}
+		if st == nil {
+			st = f.unknown(rc.Device, rc.Capability)
+		}
+		out = append(st, out...)
+	}
+	return out
 }
 
 func (f *haFold) outcome(device, capability string, o haOutcome) []haMessage {
@@ -112,15 +222,23 @@ func (f *haFold) snapshot(src interface {
 }) []haMessage {
 	var out []haMessage
 	for _, st := range src.States() {
-		switch rd, rc := st.Reading, st.Receipt; {
-		case rd != nil && rd.Quality != devices.QualityBad:
-			out = append(out, f.state(st.Device, st.Capability, rd.Value)...)
-		case rc != nil && rc.Confirmation == runtime.Confirmed:
-			out = append(out, f.state(st.Device, st.Capability, rc.Value)...)
-		}
+		// Only a good reading, as the live fold: a stale one is not
+		// what the gateway believes now. The state is the newer of the
+		// reading and the receipt's.
+		var msgs []haMessage
 		if rc := st.Receipt; rc != nil {
-			out = append(out, f.outcome(st.Device, st.Capability, receiptOutcome(rc))...)
+			msgs = f.acted(rc)
 		}
+		if rd := st.Reading; rd != nil && rd.Quality == devices.QualityGood {
+			if rc := st.Receipt; rc != nil && rd.At.Before(rc.At) {
+				msgs = append(slices.DeleteFunc(f.reading(st.Device, st.Capability, rd.Value, rd.At), func(m haMessage) bool {
+					return m.topic == HAStateTopic(st.Device, st.Capability)
+				}), msgs...)
+			} else {
+				msgs = append(msgs, f.reading(st.Device, st.Capability, rd.Value, rd.At)...)
+			}
+		}
+		out = append(out, msgs...)
 	}
 	for _, ap := range src.Approvals() {
 		if ap.Kind == "mode_change" || ap.Status != runtime.ApprovalPending {
@@ -188,27 +306,19 @@ func (f *haFold) apply(ev runtime.Event) []haMessage {
 		if ev.DecodeBody(&o) != nil || o.Quality != devices.QualityGood.String() {
 			return nil // the last good reading stands
 		}
-		return f.state(o.Device, o.Capability, o.Value)
+		return f.reading(o.Device, o.Capability, o.Value, ev.At)
 	case runtime.KindActed:
 		var rc runtime.Receipt
 		if ev.DecodeBody(&rc) != nil {
 			return nil
 		}
-		out := f.outcome(rc.Device, rc.Capability, receiptOutcome(&rc))
-		if rc.Confirmation == runtime.Confirmed {
-			out = append(f.state(rc.Device, rc.Capability, rc.Value), out...)
-		}
-		return out
+		return f.acted(&rc)
 	case runtime.KindReconciled:
 		var rb runtime.ReconciledBody
 		if ev.DecodeBody(&rb) != nil || rb.Receipt == nil {
 			return nil
 		}
-		out := f.outcome(rb.Device, rb.Capability, receiptOutcome(rb.Receipt))
-		if rb.Receipt.Confirmation == runtime.Confirmed {
-			out = append(f.state(rb.Device, rb.Capability, rb.Receipt.Value), out...)
-		}
-		return out
+		return f.acted(rb.Receipt)
 	case runtime.KindRefused:
 		var rb runtime.RefusedBody
 		if ev.DecodeBody(&rb) != nil {
@@ -220,8 +330,19 @@ func (f *haFold) apply(ev runtime.Event) []haMessage {
 		return f.outcome(rb.Device, rb.Capability, haOutcome{Outcome: "refused: " + rb.Why, Value: rb.Value, At: ev.At})
 	case runtime.KindFailed:
 		var fb runtime.FailedBody
-		if ev.DecodeBody(&fb) != nil || fb.Attempt == "" {
-			return nil // only an act's failure is a command's outcome
+		if ev.DecodeBody(&fb) != nil {
+			return nil
+		}
+		// A command's outcome is an act's failure (it has an attempt),
+		// or a failure in a run before any attempt: the device offline,
+		// no such capability, cancelled before acting or while waiting
+		// for the actuator's lock. A poll's failed read is no command's
+		// (it has no run), nor is a driver's failure to read (it has an
+		// outcome, where a write's has an attempt). A read of the
+		// actuator in a run that finds its device gone says so too: it
+		// is a command that failed.
+		if fb.Attempt == "" && (ev.Run == "" || fb.Outcome != "") {
+			return nil
 		}
 		what := "failed: "
 		if fb.State == runtime.AttemptUnknown {
@@ -232,7 +353,12 @@ func (f *haFold) apply(ev runtime.Event) []haMessage {
 			v := fb.Receipt.Value
 			o.Value = &v
 		}
-		return f.outcome(fb.Device, fb.Capability, o)
+		out := f.outcome(fb.Device, fb.Capability, o)
+		if fb.State == runtime.AttemptUnknown {
+			// Locked: where the actuator stands is not known.
+			out = append(f.unknown(fb.Device, fb.Capability), out...)
+		}
+		return out
 	case runtime.KindApprovalRequested:
 		var ap runtime.Approval
 		if ev.DecodeBody(&ap) != nil || ap.Kind == "mode_change" || !f.actuator(ap.Device, ap.Capability) {
@@ -243,9 +369,11 @@ func (f *haFold) apply(ev runtime.Event) []haMessage {
 		return f.outcome(ap.Device, ap.Capability, haOutcome{Outcome: "pending approval " + ap.ID, Value: &v,
 			By: ap.Principal, Approval: ap.ID, At: ev.At})
 	case runtime.KindApprovalAnswered, runtime.KindApprovalExpired:
-		id, status, _, err := approvalClosed(ev)
-		key, ok := f.asked[id]
-		if err != nil || !ok {
+		id, status, key, err := approvalClosed(ev)
+		if asked, ok := f.asked[id]; ok {
+			key = asked
+		}
+		if err != nil || key == "/" {
 			return nil
 		}
 		var o haOutcome
@@ -267,19 +395,21 @@ func (f *haFold) apply(ev runtime.Event) []haMessage {
 	return nil
 }
 
-// approvalClosed reads which approval an answer or an expiry concerns and
-// its status after it.
+// approvalClosed reads which approval an answer or an expiry concerns,
+// its status after it, and the "device/capability" it asks for (one
+// asked before the fold began, such as in the window a start reads
+// again, is known by this alone).
 func approvalClosed(ev runtime.Event) (string, runtime.ApprovalStatus, string, error) {
 	if ev.Kind == runtime.KindApprovalAnswered {
 		var a runtime.AnsweredBody
 		if err := ev.DecodeBody(&a); err != nil {
 			return "", "", "", err
 		}
-		return a.Approval, a.Status, a.By, nil
+		return a.Approval, a.Status, a.Device + "/" + a.Capability, nil
 	}
 	var c runtime.ClosedBody
 	if err := ev.DecodeBody(&c); err != nil {
 		return "", "", "", err
 	}
-	return c.Approval, c.Status, "", nil
+	return c.Approval, c.Status, c.Device + "/" + c.Capability, nil
 }

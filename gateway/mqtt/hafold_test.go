@@ -24,6 +24,7 @@ func TestHAFoldSaysWhatBecameOfACommand(t *testing.T) {
 		}
 		return runtime.Event{Kind: kind, At: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), Body: b}
 	}
+	inRun := func(e runtime.Event) runtime.Event { e.Run = "run-1"; return e }
 	const dev, capName = "valve-1", "open"
 	rc := func(c runtime.Confirmation, detail string) runtime.Receipt {
 		return runtime.Receipt{Attempt: "act-1", Device: dev, Capability: capName, Value: on, Confirmation: c, Detail: detail}
@@ -43,12 +44,24 @@ func TestHAFoldSaysWhatBecameOfACommand(t *testing.T) {
 			"refused: valve-1.open already has a pending approval apr-1", ""},
 		{"approved", ev(runtime.KindApprovalAnswered, runtime.AnsweredBody{Approval: "apr-1", Device: dev, Capability: capName, Status: runtime.ApprovalApproved}),
 			"approved apr-1; acting", ""},
-		{"a discrepancy", ev(runtime.KindActed, rc(runtime.WrongFinal, "valve-1.open is false after 5s")), "wrong final: valve-1.open is false after 5s", ""},
+		// The world did not follow: the state is what the read-back saw,
+		// or unknown when nothing was seen.
+		{"a discrepancy", ev(runtime.KindActed, rc(runtime.WrongFinal, "valve-1.open is false after 5s")), "wrong final: valve-1.open is false after 5s", "None"},
+		{"a discrepancy seen", ev(runtime.KindActed, runtime.Receipt{Attempt: "act-1", Device: dev, Capability: capName, Value: on, Observed: &off,
+			Confirmation: runtime.WrongFinal, Detail: "the read-back is false"}), "wrong final: the read-back is false", "OFF"},
 		{"confirmed", ev(runtime.KindActed, rc(runtime.Confirmed, "")), "confirmed", "ON"},
 		{"not checked", ev(runtime.KindActed, rc(runtime.NotChecked, "")), "acted, not checked", ""},
+		// Locked: the gateway no longer believes where it stands.
 		{"unknown", ev(runtime.KindFailed, runtime.FailedBody{Attempt: "act-2", Device: dev, Capability: capName, State: runtime.AttemptUnknown, Error: "timeout"}),
-			"outcome unknown, the actuator is locked: timeout", ""},
-		{"a read failed", ev(runtime.KindFailed, runtime.FailedBody{Device: dev, Capability: capName, Error: "offline"}), "", ""},
+			"outcome unknown, the actuator is locked: timeout", "None"},
+		{"a poll failed", ev(runtime.KindFailed, runtime.FailedBody{Device: dev, Capability: capName, Error: "offline"}), "", ""},
+		{"a read in a run failed at the driver", inRun(ev(runtime.KindFailed, runtime.FailedBody{Device: dev, Capability: capName,
+			Error: "valve-1 did not answer", Outcome: "timeout"})), "", ""},
+		// A write step that fails before it acts has no attempt.
+		{"a write failed before acting", inRun(ev(runtime.KindFailed, runtime.FailedBody{Device: dev, Capability: capName,
+			Error: "device valve-1 is offline: unplugged"})), "failed: device valve-1 is offline: unplugged", ""},
+		{"cancelled waiting for the lock", inRun(ev(runtime.KindFailed, runtime.FailedBody{Device: dev, Capability: capName,
+			Error: "cancelled while waiting for valve-1.open"})), "failed: cancelled while waiting for valve-1.open", ""},
 		{"asked again", ev(runtime.KindApprovalRequested, runtime.Approval{ID: "apr-2", Kind: "actuation", Device: dev, Capability: capName, Value: off}),
 			"pending approval apr-2", ""},
 		{"expired", ev(runtime.KindApprovalExpired, runtime.ClosedBody{Approval: "apr-2", Device: dev, Capability: capName, Status: runtime.ApprovalExpired}),
@@ -57,6 +70,7 @@ func TestHAFoldSaysWhatBecameOfACommand(t *testing.T) {
 		{"another device", ev(runtime.KindActed, runtime.Receipt{Device: "pump-9", Capability: "on", Value: on, Confirmation: runtime.Confirmed}), "", ""},
 	}
 	f := newHAFold([]devices.Device{{ID: dev, Capabilities: []devices.Capability{{Name: capName, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}}})
+	f.ownReadBack[dev+"/"+capName] = true
 	for _, s := range steps {
 		var outcome, state string
 		for _, m := range f.apply(s.ev) {
@@ -100,5 +114,112 @@ func TestHAFoldSaysWhatBecameOfACommand(t *testing.T) {
 	var o haOutcome
 	if len(long) != 1 || json.Unmarshal(long[0].payload, &o) != nil || utf8.RuneCountInString(o.Outcome) != 255 || !strings.HasSuffix(o.Outcome, "…") {
 		t.Errorf("a long refusal's outcome = %d characters, want 255 ending in …", utf8.RuneCountInString(o.Outcome))
+	}
+}
+
+// TestHAFoldNumberOutsideItsRange folds the readings and receipts of a
+// number whose envelope is 18 to 25: one outside is not clamped, nor
+// published as the state Home Assistant would refuse, but unknown, and
+// the outcome says why, once for each such value.
+func TestHAFoldNumberOutsideItsRange(t *testing.T) {
+	const dev, capName = "plc", "sp"
+	f := newHAFold([]devices.Device{{ID: dev, Capabilities: []devices.Capability{
+		{Name: capName, Kind: devices.KindActuator, Type: value.TypeNumber, ReadBack: true}}}})
+	f.ranges[dev+"/"+capName] = haRange{lo: 18, hi: 25, min: 18, max: 25, hasMin: true, hasMax: true}
+	f.ownReadBack[dev+"/"+capName] = true
+	ev := func(kind runtime.Kind, body any) runtime.Event {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.Event{Kind: kind, At: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), Body: b}
+	}
+	read := func(v float64) runtime.Event {
+		return ev(runtime.KindObserved, runtime.ObservedBody{Device: dev, Capability: capName, Value: value.Number(v), Quality: "good"})
+	}
+	seen := func(asked, got float64) runtime.Event {
+		g := value.Number(got)
+		return ev(runtime.KindActed, runtime.Receipt{Device: dev, Capability: capName, Value: value.Number(asked), Observed: &g,
+			Confirmation: runtime.WrongFinal, Detail: "read back " + g.String()})
+	}
+	steps := []struct {
+		name           string
+		ev             runtime.Event
+		outcome, state string // "" when it does not change
+	}{
+		{"inside", read(20), "", "20"},
+		{"below", read(15), "read 15, outside the envelope 18 to 25", "None"},
+		{"below again", read(15), "", "None"},
+		{"further below", read(12.5), "read 12.5, outside the envelope 18 to 25", "None"},
+		{"back inside", read(25), "", "25"},
+		{"below once more", read(15), "read 15, outside the envelope 18 to 25", "None"},
+		{"a wrong final seen inside", seen(22, 21.5), "wrong final: read back 21.5", "21.5"},
+		{"a wrong final seen outside", seen(22, 30), "wrong final: read back 30", "None"},
+	}
+	for _, s := range steps {
+		var outcome, state string
+		for _, m := range f.apply(s.ev) {
+			switch m.topic {
+			case HAOutcomeTopic(dev, capName):
+				var o haOutcome
+				if err := json.Unmarshal(m.payload, &o); err != nil {
+					t.Fatalf("%s: outcome %s: %v", s.name, m.payload, err)
+				}
+				outcome = o.Outcome
+			case HAStateTopic(dev, capName):
+				state = string(m.payload)
+			default:
+				t.Errorf("%s: a message on %s", s.name, m.topic)
+			}
+		}
+		if outcome != s.outcome || state != s.state {
+			t.Errorf("%s: outcome %q, state %q; want %q, %q", s.name, outcome, state, s.outcome, s.state)
+		}
+	}
+	// A range open on one side names only the other.
+	if got, want := (haRange{lo: 2e9, hi: 4e9, min: 2e9, hasMin: true}).outside(5), "outside the envelope 2000000000 to …"; got != want {
+		t.Errorf("outside(5) = %q, want %q", got, want)
+	}
+}
+
+// haSource is the engine's state as a start reads it.
+type haSource struct {
+	states    []runtime.StateRecord
+	approvals []runtime.Approval
+}
+
+func (s haSource) States() []runtime.StateRecord { return s.states }
+func (s haSource) Approvals() []runtime.Approval { return s.approvals }
+
+// TestHAFoldSnapshotSaysWhatTheLiveFoldWould starts from the engine's
+// state: a stale reading is not published, as the live fold would not
+// publish it; a good one is, over an older receipt.
+func TestHAFoldSnapshotSaysWhatTheLiveFoldWould(t *testing.T) {
+	devs := []devices.Device{{ID: "v", Capabilities: []devices.Capability{
+		{Name: "open", Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true},
+		{Name: "leak", Kind: devices.KindSensor, Type: value.TypeBool, Poll: 5 * time.Second},
+	}}}
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	src := haSource{states: []runtime.StateRecord{
+		{Device: "v", Capability: "leak", Reading: &devices.Reading{Value: value.Bool(true), Quality: devices.QualityStale, At: at.Add(-48 * time.Hour)}},
+		{Device: "v", Capability: "open", Receipt: &runtime.Receipt{Device: "v", Capability: "open", Value: value.Bool(true), Confirmation: runtime.Confirmed, At: at},
+			Reading: &devices.Reading{Value: value.Bool(false), Quality: devices.QualityGood, At: at.Add(time.Minute)}},
+	}}
+	got := map[string]string{}
+	for _, m := range newestOnly(newHAFold(devs).snapshot(src)) {
+		got[m.topic] = string(m.payload)
+	}
+	if p, ok := got[HAStateTopic("v", "leak")]; ok {
+		t.Errorf("a stale reading 48 hours old is published as the state: %s", p)
+	}
+	if p := got[HAStateTopic("v", "open")]; p != "OFF" {
+		t.Errorf("v.open's state = %q, want OFF, the good reading newer than the receipt", p)
+	}
+	if p := got[HAOutcomeTopic("v", "open")]; !strings.Contains(p, `"outcome":"confirmed"`) {
+		t.Errorf("v.open's outcome = %s, want the receipt's", p)
+	}
+	live := newHAFold(devs).apply(runtime.Event{Kind: runtime.KindObserved, Body: json.RawMessage(`{"device":"v","capability":"leak","value":true,"quality":"stale"}`)})
+	if len(live) != 0 {
+		t.Errorf("the live fold publishes a stale reading: %v", live)
 	}
 }

@@ -8,6 +8,9 @@ import (
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/value"
 )
 
 // haBirthSubscription is the inline subscription id of Home Assistant's
@@ -180,7 +183,7 @@ func (b *Broker) startHA() *haFold {
 	if b.opts.HomeAssistant == nil {
 		return nil
 	}
-	f := newHAFold(b.opts.HomeAssistant.Devices)
+	f := b.newHAFold()
 	m := b.eng.Mode(b.ctx)
 	msgs := modeMessage(haMode{Mode: m.Name, Since: m.Since, By: m.By, Expires: m.Expires})
 	online := map[string]bool{}
@@ -190,6 +193,45 @@ func (b *Broker) startHA() *haFold {
 	for _, d := range b.opts.HomeAssistant.Devices {
 		msgs = append(msgs, f.reachable(d.ID, online[d.ID])...)
 	}
-	b.publishHA(append(msgs, f.snapshot(b.eng)...))
+	b.publishHA(newestOnly(append(msgs, f.snapshot(b.eng)...)))
 	return f
+}
+
+// newHAFold is the fold of the announced devices, with the ranges their
+// numbers were announced with and which actuators are read back.
+func (b *Broker) newHAFold() *haFold {
+	f := newHAFold(b.opts.HomeAssistant.Devices)
+	for _, d := range b.opts.HomeAssistant.Devices {
+		for _, c := range d.Capabilities {
+			if c.Kind != devices.KindActuator {
+				continue
+			}
+			key := d.ID + "/" + c.Name
+			if c.Type == value.TypeNumber {
+				f.ranges[key], _, _ = b.haNumberRange(d.ID, c.Name)
+			}
+			// A receipt observes the actuator itself when its read-back
+			// confirms it, or, with no confirmation configured, the act
+			// reads it back.
+			p, ok := b.eng.Policy(d.ID, c.Name)
+			f.ownReadBack[key] = c.ReadBack && (!ok || p.Confirm == nil || p.Confirm.ReadBack)
+		}
+	}
+	return f
+}
+
+// newestOnly keeps the last message of each topic, where it stands among
+// the others.
+func newestOnly(msgs []haMessage) []haMessage {
+	last := map[string]int{}
+	for i, m := range msgs {
+		last[m.topic] = i
+	}
+	out := msgs[:0:0]
+	for i, m := range msgs {
+		if last[m.topic] == i {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -246,21 +247,10 @@ func (b *Broker) haComponent(d devices.Device, c devices.Capability, cfg map[str
 		}
 		return "switch"
 	case value.TypeNumber:
-		lo, hi, step, bounded := -1e9, 1e9, 0.0, false
-		if p, ok := b.eng.Policy(d.ID, c.Name); ok && p.Envelope != nil {
-			env := p.Envelope
-			if env.HasMin {
-				lo = env.Min
-			}
-			if env.HasMax {
-				hi = env.Max
-			}
-			bounded = env.HasMin && env.HasMax
-			step = env.Step
-		}
+		r, step, bounded := b.haNumberRange(d.ID, c.Name)
 		// Home Assistant takes no step under 0.001; the envelope still
 		// refuses a value off its own steps.
-		cfg["min"], cfg["max"], cfg["step"] = lo, hi, max(step, 0.001)
+		cfg["min"], cfg["max"], cfg["step"] = r.lo, r.hi, max(step, 0.001)
 		if !bounded {
 			cfg["mode"] = "box"
 		}
@@ -295,6 +285,49 @@ func (b *Broker) haUnit(d devices.Device, c devices.Capability, class string) st
 		return ""
 	}
 	return c.Unit
+}
+
+// haNumberRange is the range a number actuator is announced with: its
+// envelope's, and where the envelope leaves a side open, a billion beyond
+// the other side. Home Assistant's number needs max above min, so an
+// envelope that pins one value (min = max) is announced as that value to
+// one step above it (1 without a step), in a box, not a slider: Home
+// Assistant shows the value and lets a person ask for another, which the
+// judge refuses and the outcome sensor says so. It reports the range, the
+// envelope's step, and whether the range is the envelope's own.
+func (b *Broker) haNumberRange(device, capability string) (haRange, float64, bool) {
+	r := haRange{lo: -1e9, hi: 1e9}
+	p, ok := b.eng.Policy(device, capability)
+	if !ok || p.Envelope == nil {
+		return r, 0, false
+	}
+	env := p.Envelope
+	r.min, r.hasMin, r.max, r.hasMax = env.Min, env.HasMin, env.Max, env.HasMax
+	if env.HasMin {
+		r.lo = env.Min
+	}
+	if env.HasMax {
+		r.hi = env.Max
+	}
+	beyond := func(x float64) float64 { return max(1e9, math.Abs(x)) }
+	switch {
+	case r.lo < r.hi:
+	case env.HasMin && !env.HasMax:
+		r.hi = r.lo + beyond(r.lo)
+	case env.HasMax && !env.HasMin:
+		r.lo = r.hi - beyond(r.hi)
+	default: // pinned
+		step := env.Step
+		if step <= 0 {
+			step = 1
+		}
+		r.hi = r.lo + step
+		if r.hi <= r.lo { // too large a value for the step to tell
+			r.hi = r.lo + math.Abs(r.lo)
+		}
+		return r, env.Step, false
+	}
+	return r, env.Step, env.HasMin && env.HasMax
 }
 
 // haValue is a value as Home Assistant's state topic carries it.

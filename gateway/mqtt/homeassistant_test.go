@@ -558,18 +558,48 @@ func TestHomeAssistantDeviceGoesUnavailable(t *testing.T) {
 	waitFor(t, ch, topic, "online again", func(p []byte) bool { return string(p) == "online" })
 }
 
-// TestHomeAssistantHearsOfflineAtStop stops the gateway while Home
-// Assistant is subscribed to its status: it hears offline before its
-// connection is closed.
-func TestHomeAssistantHearsOfflineAtStop(t *testing.T) {
-	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
-	ch := subscribe(t, gw.mustClient("hass", "hass-password"), prefix+TopicStatus)
-	if m := next(t, ch, "the birth message"); string(m.Payload()) != "online" {
-		t.Fatalf("%s = %q, want online", TopicStatus, m.Payload())
+// lastOutcome reads the retained outcome of an actuator as a new
+// subscriber does.
+func lastOutcome(t *testing.T, gw *testGW, device, capability string) haOutcome {
+	t.Helper()
+	fresh := subscribe(t, gw.mustClient("hass", "hass-password"), prefix+HAOutcomeTopic(device, capability))
+	var o haOutcome
+	if m := next(t, fresh, "the retained outcome"); json.Unmarshal(m.Payload(), &o) != nil {
+		t.Fatalf("outcome %s is not JSON", m.Payload())
 	}
-	gw.stop()
-	if m := next(t, ch, "offline"); string(m.Payload()) != "offline" {
-		t.Errorf("%s = %q as the gateway stopped, want offline", TopicStatus, m.Payload())
+	return o
+}
+
+// TestHomeAssistantApprovedCommandThatFailsSaysSo approves a command
+// whose device went offline meanwhile: the write fails before it acts,
+// without an attempt, and the outcome sensor says so instead of
+// "approved …; acting" for ever.
+func TestHomeAssistantApprovedCommandThatFailsSaysSo(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	hass := gw.mustClient("hass", "hass-password")
+	outcome := prefix + HAOutcomeTopic("heater-1", "on")
+	live := subscribe(t, hass, prefix+"ha/heater-1/#")
+	replies := subscribe(t, hass, prefix+"reply/heater-1/on")
+	publish(t, hass, prefix+"cmd/heater-1/on", 0, "true")
+	seen := waitFor(t, live, outcome, "pending approval", outcomeIs("pending approval "))
+	var pending haOutcome
+	if err := json.Unmarshal(seen[len(seen)-1].Payload(), &pending); err != nil {
+		t.Fatal(err)
+	}
+	// The reply comes once the approval can be answered.
+	if r := nextReply(t, replies, "the pending reply"); r.Outcome != command.OutcomePendingApproval {
+		t.Fatalf("reply %s %s, want pending approval", r.Outcome, r.Why)
+	}
+	gw.g.SetFault("heater-1", devicetest.Fault{Offline: true})
+	if _, err := gw.eng.Answer(t.Context(), pending.Approval, runtime.Answer{By: "console:april", Decision: runtime.Approve}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, live, outcome, "failed", outcomeIs("failed: "))
+	if o := lastOutcome(t, gw, "heater-1", "on"); !strings.HasPrefix(o.Outcome, "failed: ") {
+		t.Errorf("retained outcome %q, want failed", o.Outcome)
+	}
+	if n := gw.g.Count("write", "heater-1", "on"); n != 0 {
+		t.Errorf("%d writes to an offline heater", n)
 	}
 }
 
@@ -625,6 +655,83 @@ func TestHomeAssistantCommandsNotTakenAreSaid(t *testing.T) {
 	}
 	if said < 1 || said > 2 {
 		t.Errorf("%d refused commands of carl said on %s, want 1 or 2 (its burst)", said, outcome)
+	}
+}
+
+// TestHomeAssistantHearsOfflineAtStop stops the gateway while Home
+// Assistant is subscribed to its status: it hears offline before its
+// connection is closed.
+func TestHomeAssistantHearsOfflineAtStop(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	ch := subscribe(t, gw.mustClient("hass", "hass-password"), prefix+TopicStatus)
+	if m := next(t, ch, "the birth message"); string(m.Payload()) != "online" {
+		t.Fatalf("%s = %q, want online", TopicStatus, m.Payload())
+	}
+	gw.stop()
+	if m := next(t, ch, "offline"); string(m.Payload()) != "offline" {
+		t.Errorf("%s = %q as the gateway stopped, want offline", TopicStatus, m.Payload())
+	}
+}
+
+// TestHomeAssistantNumberRange announces numbers whose envelope Home
+// Assistant's number could not take as it is: max must be above min.
+func TestHomeAssistantNumberRange(t *testing.T) {
+	env := func(lo, hi *float64, step float64) runtime.CapPolicy {
+		e := &governance.Envelope{Type: value.TypeNumber, Step: step}
+		if lo != nil {
+			e.Min, e.HasMin = *lo, true
+		}
+		if hi != nil {
+			e.Max, e.HasMax = *hi, true
+		}
+		return runtime.CapPolicy{Envelope: e}
+	}
+	f := func(v float64) *float64 { return &v }
+	cases := []struct {
+		name     string
+		policy   runtime.CapPolicy
+		min, max float64
+		mode     any
+	}{
+		{"bounded", env(f(18), f(25), 0.5), 18, 25, nil},
+		{"pinned", env(f(20), f(20), 0.5), 20, 20.5, "box"},
+		{"pinned without a step", env(f(20), f(20), 0), 20, 21, "box"},
+		{"min above the default max", env(f(2e9), nil, 0), 2e9, 4e9, "box"},
+		{"max below the default min", env(nil, f(-2e9), 0), -4e9, -2e9, "box"},
+		{"min only", env(f(0), nil, 0), 0, 1e9, "box"},
+	}
+	policies := map[string]runtime.CapPolicy{}
+	var caps []devices.Capability
+	for i, tc := range cases {
+		name := fmt.Sprintf("n%d", i)
+		policies["plc."+name] = tc.policy
+		caps = append(caps, devices.Capability{Name: name, Kind: devices.KindActuator, Type: value.TypeNumber})
+	}
+	eng, err := runtime.New(t.Context(), runtime.Options{Registry: devices.NewRegistry(), Journal: runtimetest.NewMemJournal(), Policies: policies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(eng, Options{Prefix: prefix, HomeAssistant: haOptions([]devices.Device{{ID: "plc", Capabilities: caps}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]any{}
+	for _, e := range b.haEntities() {
+		payload, err := json.Marshal(e.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, cfg, bad := haConfigProblems("homeassistant", e.topic("homeassistant"), payload)
+		for _, p := range bad {
+			t.Errorf("%s: %s", e.id, p)
+		}
+		got[e.id] = cfg
+	}
+	for i, tc := range cases {
+		cfg := got[haID("sg", "test", "plc", fmt.Sprintf("n%d", i))]
+		if !jsonEqual(cfg["min"], tc.min) || !jsonEqual(cfg["max"], tc.max) || !jsonEqual(cfg["mode"], tc.mode) {
+			t.Errorf("%s: min %v, max %v, mode %v; want %v, %v, %v", tc.name, cfg["min"], cfg["max"], cfg["mode"], tc.min, tc.max, tc.mode)
+		}
 	}
 }
 
