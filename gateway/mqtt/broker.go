@@ -240,7 +240,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	since := b.eng.RestoredSeq()
 	fold := command.NewFold(b.eng)
 	b.publishInitial(b.ctx, fold)
-	ha := b.startHA()
+	ha := b.startHA(since)
 	// The birth message: the gateway serves. It says offline as it stops.
 	if err := b.srv.Publish(b.opts.Prefix+TopicStatus, []byte("online"), true, 1); err != nil {
 		b.log.Warn("mqtt publish failed", "topic", TopicStatus, "error", err)

@@ -170,9 +170,10 @@ func (b *Broker) publishHA(msgs []haMessage) {
 }
 
 // startHA announces the gateway to Home Assistant and publishes the state
-// and outcomes it starts from. It returns the fold that the journal's
+// and outcomes it starts from: the engine's state, then the journal's
+// newest events up to since, from which the follower goes on. It returns the fold that the journal's
 // follower keeps up to date, or nil when the integration is off.
-func (b *Broker) startHA() *haFold {
+func (b *Broker) startHA(since uint64) *haFold {
 	a := b.newHAAnnouncer()
 	if a != nil {
 		b.log.Info("home assistant discovery announced", "entities", len(a.topics), "removed", len(a.gone))
@@ -193,7 +194,9 @@ func (b *Broker) startHA() *haFold {
 	for _, d := range b.opts.HomeAssistant.Devices {
 		msgs = append(msgs, f.reachable(d.ID, online[d.ID])...)
 	}
-	b.publishHA(newestOnly(append(msgs, f.snapshot(b.eng)...)))
+	msgs = append(msgs, f.snapshot(b.eng)...)
+	msgs = append(msgs, b.haReplay(f, since)...)
+	b.publishHA(newestOnly(msgs))
 	return f
 }
 
@@ -218,6 +221,41 @@ func (b *Broker) newHAFold() *haFold {
 		}
 	}
 	return f
+}
+
+// haReplayWindow bounds the journal's events a start reads again.
+const haReplayWindow = 4096
+
+// haReplay folds the journal's newest events up to since (at most
+// haReplayWindow of them) after the snapshot, so that a start says the
+// outcome the live fold last said (a refusal, a denial, a failure, which
+// the engine's state does not keep) rather than an older receipt's. Only
+// state and outcome messages are kept: the mode and the devices'
+// reachability come from the engine as they are now.
+func (b *Broker) haReplay(f *haFold, since uint64) []haMessage {
+	var out []haMessage
+	for from := since - min(since, haReplayWindow); from < since; {
+		evs, err := b.eng.Events(b.ctx, from, min(1024, int(since-from)))
+		if err != nil {
+			b.log.Warn("home assistant outcomes not read from the journal", "error", err)
+			return out
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			if ev.Seq > since {
+				return out
+			}
+			for _, m := range f.apply(ev) {
+				if m.topic != HAModeTopic && !strings.HasPrefix(m.topic, HADeviceTopic("")) {
+					out = append(out, m)
+				}
+			}
+		}
+		from = evs[len(evs)-1].Seq
+	}
+	return out
 }
 
 // newestOnly keeps the last message of each topic, where it stands among

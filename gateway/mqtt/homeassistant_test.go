@@ -673,6 +673,30 @@ func TestHomeAssistantHearsOfflineAtStop(t *testing.T) {
 	}
 }
 
+// TestHomeAssistantStartSaysTheLastOutcome restarts the gateway after a
+// command was refused: the outcome sensor still says refused, not the
+// older act's confirmed.
+func TestHomeAssistantStartSaysTheLastOutcome(t *testing.T) {
+	dir := t.TempDir()
+	first := startGW(t, gwOptions{dir: dir, ha: haOptions(greenhouse())})
+	hass := first.mustClient("hass", "hass-password")
+	outcome := prefix + HAOutcomeTopic("valve-1", "open")
+	live := subscribe(t, hass, prefix+"ha/valve-1/#")
+	publish(t, hass, prefix+"cmd/valve-1/open", 0, "true")
+	waitFor(t, live, outcome, "confirmed", outcomeIs("confirmed"))
+	if _, _, err := first.eng.SetMode(t.Context(), "console:adam", "observe", "test"); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, hass, prefix+"cmd/valve-1/open", 0, "false")
+	waitFor(t, live, outcome, "refused", outcomeIs("refused: "))
+	first.stop()
+
+	second := startGW(t, gwOptions{dir: dir, ha: haOptions(greenhouse())})
+	if o := lastOutcome(t, second, "valve-1", "open"); !strings.HasPrefix(o.Outcome, "refused: ") {
+		t.Errorf("after a restart the outcome is %q, want the refusal", o.Outcome)
+	}
+}
+
 // TestHomeAssistantNumberRange announces numbers whose envelope Home
 // Assistant's number could not take as it is: max must be above min.
 func TestHomeAssistantNumberRange(t *testing.T) {
