@@ -137,6 +137,10 @@ type Engine struct {
 	runs      map[string]*run
 	requests  map[string]*run // idempotency key of a command -> its run
 	ended     []*run          // ended runs still held, oldest first
+	// startedBy holds, oldest first, the request keys of ended plan runs
+	// filed in requests by their record alone (fileEndedLocked), at most
+	// maxStartedBy.
+	startedBy []string
 	changes   map[string]*changes
 	actLocks  map[string]chan struct{}
 	// locked holds, by "device.capability", the attempt whose effect is

@@ -88,6 +88,9 @@ func (e *Engine) forgetRun(r *run) {
 		delete(e.runs, old.rec.ID)
 		if old.requestKey != "" && e.requests[old.requestKey] == old {
 			delete(e.requests, old.requestKey)
+			// A plan started by a request id stays known by its record, so
+			// that the start sent again is answered, not run again.
+			e.fileEndedLocked(old.record())
 		}
 	}
 }

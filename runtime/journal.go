@@ -63,6 +63,10 @@ type Snapshot struct {
 	Rules []RuleRecord
 	// Runs holds the runs that had not ended.
 	Runs []RunRecord
+	// Ended holds the ended plan runs that a request id started, while
+	// their records are kept: a start sent again with the same id after a
+	// restart is that run, not a new one.
+	Ended []RunRecord
 	// Open holds attempts that are not terminal.
 	Open []Attempt
 	Mode *ModeRecord

@@ -100,19 +100,22 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 	e.restoredLocks = e.Locks()
 	var resume []*run
 	parked := map[string]bool{}
+	for _, rr := range snap.Ended {
+		e.fileEnded(rr)
+	}
 	for _, rr := range snap.Runs {
 		if rr.Status != RunParked {
-			e.endRun(ctx, rr, "interrupted: the gateway stopped during step "+strconv.Itoa(rr.Step)+"; a run is not resumed half way")
+			e.fileEnded(e.endRun(ctx, rr, "interrupted: the gateway stopped during step "+strconv.Itoa(rr.Step)+"; a run is not resumed half way"))
 			continue
 		}
 		p, ok := e.pendingByID(rr.Approval)
 		if !ok || e.approvalRecord(p).Run != rr.ID {
-			e.endRun(ctx, rr, "the gateway stopped after approval "+rr.Approval+" was answered and before the step acted; it is not carried out after a restart")
+			e.fileEnded(e.endRun(ctx, rr, "the gateway stopped after approval "+rr.Approval+" was answered and before the step acted; it is not carried out after a restart"))
 			continue
 		}
 		r, why := e.resumeRun(rr, e.approvalRecord(p))
 		if r == nil {
-			e.endRun(ctx, rr, why)
+			e.fileEnded(e.endRun(ctx, rr, why))
 			continue
 		}
 		resume = append(resume, r)
@@ -223,13 +226,55 @@ func (e *Engine) resumeRun(rr RunRecord, ap Approval) (*run, string) {
 	return r, ""
 }
 
-// endRun records the end of a run a stop cut short. e.decide must be held.
-func (e *Engine) endRun(ctx context.Context, rr RunRecord, why string) {
+// endRun records the end of a run a stop cut short, and returns its
+// record. e.decide must be held.
+func (e *Engine) endRun(ctx context.Context, rr RunRecord, why string) RunRecord {
 	rr.Status, rr.End, rr.Why, rr.EndedAt = RunEnded, EndFailed, why, e.now()
 	rec := rr
 	_, _ = e.commit(ctx, Sync, Event{Kind: KindEnded, Run: rr.ID}, EndedBody{
 		End: rr.End, Why: why, Steps: rr.Steps, Actuations: rr.Actuations, Spent: rr.Spent.String(),
 	}, func(en *Entry) { en.Run = &rec })
+	return rr
+}
+
+// fileEnded files an ended plan run under the request id that started it,
+// so that the same start sent again after a restart is answered with that
+// run, and starts nothing: its writes were made, or were cut short, once.
+// A single command needs none: its write's attempt answers a repeat.
+func (e *Engine) fileEnded(rr RunRecord) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fileEndedLocked(rr)
+}
+
+// maxStartedBy bounds the plan starts remembered by their record alone:
+// a start older than the newest maxStartedBy of them, or than the
+// journal's keep_records, is a new start.
+const maxStartedBy = 100_000
+
+// fileEndedLocked is fileEnded with e.mu held.
+func (e *Engine) fileEndedLocked(rr RunRecord) {
+	if rr.RequestID == "" || rr.Plan == CommandPlan {
+		return
+	}
+	key := rr.Principal + "/run/" + rr.RequestID
+	if _, ok := e.requests[key]; ok {
+		return
+	}
+	r := &run{requestID: rr.RequestID, rec: rr, first: make(chan Observation, 1), firstDone: make(chan struct{}), done: make(chan struct{}),
+		requestKey: key, sentFirst: true}
+	close(r.firstDone)
+	close(r.done)
+	e.requests[key] = r
+	e.startedBy = append(e.startedBy, key)
+	if len(e.startedBy) > maxStartedBy {
+		old := e.startedBy[0]
+		e.startedBy[0] = ""
+		e.startedBy = e.startedBy[1:]
+		if p := e.requests[old]; p != nil && p.plan == nil {
+			delete(e.requests, old)
+		}
+	}
 }
 
 // reconcile tries one read-back for every locked actuator. Where it equals

@@ -89,14 +89,14 @@ type Plan struct {
 	CatchUp bool
 }
 
-// commandPlan is the name of the one-step plan of a single command.
-const commandPlan = "command"
+// CommandPlan is the name of the one-step plan of a single command.
+const CommandPlan = "command"
 
 func (p *Plan) validate() error {
 	if p.Name == "" {
 		return errors.New("a plan has no name")
 	}
-	if p.Name == commandPlan {
+	if p.Name == CommandPlan {
 		return errors.New(`plan name "command" is reserved for single commands`)
 	}
 	if len(p.Steps) == 0 {
@@ -350,7 +350,7 @@ func (e *Engine) Do(ctx context.Context, cmd Command) (Observation, error) {
 	if !cmd.Value.IsZero() {
 		op = OpWrite
 	}
-	plan := &Plan{Name: commandPlan, Lease: e.opts.CommandLease,
+	plan := &Plan{Name: CommandPlan, Lease: e.opts.CommandLease,
 		Steps: []PlanStep{{Op: op, Device: cmd.Device, Capability: cmd.Capability, Value: cmd.Value}}}
 	r, seen, err := e.newRequest(key, plan, false, cmd.Principal, cmd.Origin, cmd.RequestID, cmd.Reason, cmd.ReplyTo)
 	if err != nil {

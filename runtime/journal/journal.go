@@ -911,8 +911,11 @@ func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 		})
 		each(bRuns, func(k, js []byte) error {
 			return decodeRecord(bRuns, k, js, func(r *runtime.RunRecord) {
-				if r.Status != runtime.RunEnded {
+				switch {
+				case r.Status != runtime.RunEnded:
 					s.Runs = append(s.Runs, *r)
+				case r.RequestID != "" && r.Plan != runtime.CommandPlan:
+					s.Ended = append(s.Ended, *r)
 				}
 			})
 		})

@@ -147,8 +147,11 @@ func (j *MemJournal) Load(context.Context) (runtime.Snapshot, error) {
 		}
 	}
 	for _, r := range j.runs {
-		if r.Status != runtime.RunEnded {
+		switch {
+		case r.Status != runtime.RunEnded:
 			s.Runs = append(s.Runs, r)
+		case r.RequestID != "" && r.Plan != runtime.CommandPlan:
+			s.Ended = append(s.Ended, r)
 		}
 	}
 	for _, st := range j.states {
