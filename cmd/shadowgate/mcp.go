@@ -174,16 +174,35 @@ type bridge struct {
 	up *mcp.ClientSession
 }
 
-// bearerTransport sets the token on every request to the gateway.
+// bearerTransport sets the token on every request to the gateway's
+// host, and on no other.
 type bearerTransport struct {
-	token string
-	next  http.RoundTripper
+	token, host string
+	next        http.RoundTripper
 }
 
 func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host != t.host {
+		return t.next.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+t.token)
 	return t.next.RoundTrip(r)
+}
+
+// gatewayClient is the HTTP client for the gateway at endpoint: it sends
+// the token to the endpoint's host only, and follows no redirect, so that
+// the token never leaves for another address.
+func gatewayClient(endpoint, token string) *http.Client {
+	host := ""
+	if u, err := url.Parse(endpoint); err == nil {
+		host = u.Host
+	}
+	return &http.Client{Transport: bearerTransport{token: token, host: host, next: http.DefaultTransport},
+		CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+			return fmt.Errorf("the gateway redirected to %s, and the bridge follows no redirect (it would take the token along): give --url the address itself",
+				r.URL.Redacted())
+		}}
 }
 
 // connect opens a session with the gateway.
@@ -205,8 +224,7 @@ func (b *bridge) connect(ctx context.Context) error {
 			}
 		},
 	})
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.endpoint,
-		HTTPClient: &http.Client{Transport: bearerTransport{b.token, http.DefaultTransport}}}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.endpoint, HTTPClient: gatewayClient(b.endpoint, b.token)}, nil)
 	if err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "Unauthorized") || strings.Contains(msg, "Forbidden") {
@@ -366,6 +384,16 @@ func (b *bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (res *m
 		p.SetProgressToken(tok)
 	}
 	res, err = cs.CallTool(ctx, p)
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The gateway restarted, or ended the session: it never took
+		// the call, so it goes again, once, on a new session.
+		b.lost(cs)
+		b.log.Info("the gateway's session is gone; calling again on a new one", "tool", req.Params.Name)
+		if cs, err = b.session(ctx); err != nil {
+			return toolFailure("the gateway cannot be reached: " + err.Error()), nil
+		}
+		res, err = cs.CallTool(ctx, p)
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -387,6 +415,13 @@ func (b *bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		return nil, err
 	}
 	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		b.lost(cs) // never read: read again, once, on a new session
+		if cs, err = b.session(ctx); err != nil {
+			return nil, err
+		}
+		res, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+	}
 	if err != nil {
 		if we := fromGateway(err); we != nil {
 			return nil, we

@@ -242,12 +242,12 @@ func TestMCPEndToEnd(t *testing.T) {
 
 	t.Run("go-http", func(t *testing.T) {
 		cs := goAgent(t, &mcp.StreamableClientTransport{Endpoint: endpoint,
-			HTTPClient: &http.Client{Transport: bearerTransport{agentToken, http.DefaultTransport}}, MaxRetries: -1})
+			HTTPClient: gatewayClient(endpoint, agentToken), MaxRetries: -1})
 		goChecks(t, "Go SDK over HTTP", cs)
 	})
 	t.Run("go-http-console-approval", func(t *testing.T) {
 		cs := goAgent(t, &mcp.StreamableClientTransport{Endpoint: endpoint,
-			HTTPClient: &http.Client{Transport: bearerTransport{agentToken, http.DefaultTransport}}, MaxRetries: -1})
+			HTTPClient: gatewayClient(endpoint, agentToken), MaxRetries: -1})
 		consoleApproval(t, base, cs)
 	})
 	t.Run("go-stdio", func(t *testing.T) {
@@ -276,7 +276,7 @@ func TestMCPEndToEnd(t *testing.T) {
 			return
 		}
 		cs := goAgent(t, &mcp.StreamableClientTransport{Endpoint: endpoint,
-			HTTPClient: &http.Client{Transport: bearerTransport{agentToken, http.DefaultTransport}}, MaxRetries: -1})
+			HTTPClient: gatewayClient(endpoint, agentToken), MaxRetries: -1})
 		if _, err := cs.ListTools(t.Context(), nil); err != nil {
 			t.Fatal(err)
 		}

@@ -204,3 +204,88 @@ func TestMCPBridge(t *testing.T) {
 		t.Errorf("serve = %v after the host closed", err)
 	}
 }
+
+// TestMCPBridgeFollowsNoRedirect: a gateway that redirects elsewhere
+// never gets the bridge to send the token there.
+func TestMCPBridgeFollowsNoRedirect(t *testing.T) {
+	var got atomic.Value
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		http.Error(w, "no", http.StatusBadGateway)
+	}))
+	defer elsewhere.Close()
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	defer gw.Close()
+	b := &bridge{endpoint: gw.URL + "/mcp", token: "tok-1", log: slog.New(slog.NewTextHandler(t.Output(), nil)), relist: make(chan struct{}, 1)}
+	err := b.connect(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "follows no redirect") {
+		t.Errorf("connect through a redirect = %v, want refused, saying so", err)
+	}
+	if a, _ := got.Load().(string); a != "" {
+		t.Errorf("the redirect's target received Authorization %q", a)
+	}
+	// Nor does the token go to another host by any other way.
+	got.Store("")
+	resp, err := gatewayClient(gw.URL, "tok-1").Get(elsewhere.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if a, _ := got.Load().(string); a != "" {
+		t.Errorf("another host received Authorization %q", a)
+	}
+}
+
+// TestMCPBridgeGatewayRestarted: a gateway that restarted has forgotten
+// the bridge's session and never took the call: the bridge opens a new
+// session and calls again, once, and the host gets the answer.
+func TestMCPBridgeGatewayRestarted(t *testing.T) {
+	var calls atomic.Int32
+	gateway := func() http.Handler {
+		up := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v0"}, nil)
+		mcp.AddTool(up, &mcp.Tool{Name: "count"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, map[string]int32{"calls": calls.Add(1)}, nil
+		})
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil)
+	}
+	var h atomic.Value
+	h.Store(gateway())
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Load().(http.Handler).ServeHTTP(w, r) }))
+	defer hs.Close()
+	b := &bridge{endpoint: hs.URL, token: "tok-1", log: slog.New(slog.NewTextHandler(t.Output(), nil)), relist: make(chan struct{}, 1)}
+	ctx := t.Context()
+	if err := b.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- b.serve(ctx, inR, outW) }() // owned by the test, which waits for served
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "v0"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func() string {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	if got := call(); got != `{"calls":1}` {
+		t.Fatalf("before the restart: %s", got)
+	}
+	h.Store(gateway()) // a restart: the old session is unknown now
+	if got := call(); got != `{"calls":2}` {
+		t.Errorf("the first call after the restart = %s, want the gateway's answer", got)
+	}
+	_ = cs.Close()
+	_ = inW.Close()
+	if err := <-served; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("serve = %v after the host closed", err)
+	}
+}
