@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,6 +79,14 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 			hash := HashToken(strings.TrimSpace(tok))
 			for _, t := range s.opts.Tokens {
 				if subtle.ConstantTimeCompare([]byte(hash), []byte(t.Hash)) == 1 {
+					if s.agentToken(t.Name) && c.Request().URL.Path != MCPPath {
+						// An agent's checks (mcp.modes, mcp:* rules, its
+						// rate) hold only on /mcp: elsewhere its token
+						// would command, change the mode and answer
+						// alarms as api:<name>, beyond them.
+						return problem(http.StatusForbidden, "token "+t.Name+" is an agent's (named in mcp.tokens): it works only on "+
+							MCPPath+"; give an API client a token of its own")
+					}
 					c.Set(ctxIdentity, &identity{User: t.Name, Role: t.Role, Principal: "api:" + t.Name, Token: true})
 					return next(c)
 				}
@@ -97,6 +106,13 @@ func (s *Server) identify(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// agentToken reports whether the token named name is an agent's: named
+// in MCPOptions.Tokens. Such a token is refused on every route but
+// [MCPPath].
+func (s *Server) agentToken(name string) bool {
+	return s.opts.MCP != nil && slices.Contains(s.opts.MCP.Tokens, name)
 }
 
 // need refuses a request without a login (401) or without the role (403).

@@ -451,3 +451,33 @@ func TestMCPHintsFollowTheDevices(t *testing.T) {
 	}
 	<-changed // the agent was told
 }
+
+// TestMCPAgentTokenOnlyOnMCP: a token named in mcp.tokens is an agent's,
+// and works nowhere but /mcp: on the API it would act as api:<name>,
+// beyond the agent's modes, rules and rate.
+func TestMCPAgentTokenOnlyOnMCP(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{})
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodGet, "/api/v1/devices", ""},
+		{http.MethodPost, "/api/v1/commands", `{"device":"valve-1","capability":"open","value":true,"reason":"r"}`},
+		{http.MethodPost, "/api/v1/mode", `{"mode":"observe","reason":"agent"}`},
+		{http.MethodPost, "/api/v1/alarms/alm-1/ack", `{}`},
+		{http.MethodPost, "/api/v1/runs/run-1/cancel", `{}`},
+		{http.MethodPost, "/api/v1/plans/flush/start", `{}`},
+		{http.MethodGet, "/metrics", ""},
+	} {
+		for _, tok := range []string{"operator", "viewer"} {
+			code, body := s.call(tc.method, tc.path, tok, tc.body)
+			if code != http.StatusForbidden || !strings.Contains(body, "is an agent's (named in mcp.tokens): it works only on /mcp") {
+				t.Errorf("%s %s with the agent's token %s = %d %.200s, want 403 saying it works only on /mcp", tc.method, tc.path, tok, code, body)
+			}
+		}
+	}
+	// A token not named in mcp.tokens is the API's, as before.
+	s.expect(http.MethodGet, "/api/v1/devices", "approver", "", http.StatusOK, "valve-1")
+	// And the agent's token still works where it belongs.
+	op := mustAgent(t, s, "operator", nil)
+	if _, text, isErr := callTool(t, op, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}}); isErr {
+		t.Errorf("list_devices with the agent's token = %q", text)
+	}
+}
