@@ -3,19 +3,25 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
 	"github.com/shadowgate/shadowgate/access"
+	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
@@ -36,9 +42,17 @@ type MCPOptions struct {
 	Tokens []string
 	// PerMinute and Burst bound each token's tool calls. Defaults 60 and
 	// 10; a call over the bound is refused, saying when to try again.
+	// Every HTTP request to the endpoint (the handshake, pings, listings
+	// and the calls themselves) also spends from a second budget of the
+	// token's, twice that rate with a burst of twice Burst plus 10: a
+	// request over it is answered 429 with Retry-After.
 	PerMinute, Burst int
 	// Modes are the modes in which agents may call tools. In any other
-	// mode every tool call is refused, saying so. Empty means every mode.
+	// mode every tool call, read and listing is refused, saying so, and
+	// the runs agents started are cancelled. Empty means every mode but
+	// maintenance and the modes based on it, as the modes are at each
+	// call: a reload that bases a mode on maintenance turns agents away
+	// at once.
 	Modes []string
 	// ConsoleURL is the console's address as a person reaches it
 	// ("https://gw.local:8080"), for the links an agent shows its user.
@@ -48,25 +62,58 @@ type MCPOptions struct {
 	Version string
 }
 
+// maxSessions is how many MCP sessions one token may hold open at once.
+// A session lasts until its client ends it or it is idle for 30 minutes.
+const maxSessions = 8
+
+// codeRefused is the JSON-RPC error code of a listing refused because
+// the mode in force admits no agent.
+const codeRefused = -32001
+
 // mcpSurface is the MCP endpoint's state. Its goroutines are the SDK's:
 // each session's, which end when the session ends or times out, and all
-// of which close ends at shutdown.
+// of which close ends at shutdown; and watchModes, which close ends and
+// waits for, as does the server's shutdown of its event streams.
 type mcpSurface struct {
 	web     *Server
 	opts    MCPOptions
 	handler http.Handler
 	srv     *mcp.Server
 
-	// mu guards limits, over, hints, deviceURIs and turnedAway.
+	// refreshing makes a refresh of the tools one step, from working out
+	// their hints to adding them: an older refresh finishing last would
+	// leave stale hints. It is held across the SDK's AddTool, which only
+	// queues the list_changed notifications it sends.
+	refreshing sync.Mutex
+
+	// stopWatch ends watchModes, which closes watched when it returns.
+	stopWatch context.CancelFunc
+	watched   chan struct{}
+
+	// mu guards limits, over, hints, deviceURIs, turnedAway, sessions,
+	// opening and admitting.
 	mu     sync.Mutex
-	limits map[string]*rate.Limiter // by token name
-	over   map[string]bool          // by token name: its last call was over the rate
-	hints  string                   // the tools' descriptions and annotations as last added
+	limits map[string]*tokenLimits // by token name
+	over   map[string]bool         // by token name and budget: its last call was over the rate
+	hints  string                  // the tools' descriptions and annotations as last added
 	// deviceURIs are the device resources as last added.
 	deviceURIs []string
 	// turnedAway is, by token, the mode in which it was last refused for
 	// the mode: the journal says so once, not at every call.
 	turnedAway map[string]string
+	// sessions are the token of each session opened, by session id;
+	// opening counts, by token, the sessions being opened now.
+	sessions map[string]string
+	opening  map[string]int
+	// admitting is whether the mode in force admitted agents when
+	// watchModes last looked.
+	admitting bool
+}
+
+// tokenLimits are a token's budgets: its tool calls and resource reads,
+// and its HTTP requests of any kind.
+type tokenLimits struct {
+	calls, requests *rate.Limiter
 }
 
 // mcpIdentityKey carries the caller's identity from the gate to the
@@ -92,20 +139,21 @@ func (s *Server) mountMCP() {
 	if o.Burst <= 0 {
 		o.Burst = 10
 	}
-	m := &mcpSurface{web: s, opts: o, limits: map[string]*rate.Limiter{}, over: map[string]bool{}, turnedAway: map[string]string{}}
+	m := &mcpSurface{web: s, opts: o, limits: map[string]*tokenLimits{}, over: map[string]bool{}, turnedAway: map[string]string{},
+		sessions: map[string]string{}, opening: map[string]int{}, watched: make(chan struct{})}
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "shadowgate", Title: "Shadowgate", Version: o.Version},
 		&mcp.ServerOptions{Instructions: mcpInstructions, Logger: s.log.With("component", "mcp")})
-	m.refresh()
-	// A listing is brought up to date first: devices come and go, and
-	// the hints go with them (connected agents are told the list changed).
-	m.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "tools/list" || method == "resources/list" {
-				m.refresh()
-			}
-			return next(ctx, method, req)
-		}
-	})
+	m.refresh(false)
+	m.srv.AddReceivingMiddleware(m.listings)
+	m.admitting = m.admits(s.eng.Mode(context.Background()).Name)
+	ctx, stop := context.WithCancel(context.Background())
+	m.stopWatch = stop
+	go func() { // owned by the surface: close ends it and waits for watched
+		defer close(m.watched)
+		ctx, stop := m.untilBye(ctx)
+		defer stop()
+		m.watchModes(ctx)
+	}()
 	stream := mcp.NewStreamableHTTPHandler(m.serverFor, &mcp.StreamableHTTPOptions{
 		SessionTimeout: 30 * time.Minute,
 		Logger:         s.log.With("component", "mcp"),
@@ -166,7 +214,22 @@ func (m *mcpSurface) gate(next echo.HandlerFunc) echo.HandlerFunc {
 					"; an agent's token is a viewer or an operator, so that it can never answer an approval")
 			}
 			agent := &identity{User: id.User, Role: id.Role, Principal: "mcp:" + id.User, Token: true}
+			if wait, ok := m.allow(id.User, true, s.opts.Now()); !ok {
+				secs := int(wait.Round(time.Second)/time.Second) + 1
+				h.Set("Retry-After", strconv.Itoa(secs))
+				return problem(http.StatusTooManyRequests, fmt.Sprintf("token %s is over its %d requests a minute to %s; try again in %ds",
+					id.User, 2*m.opts.PerMinute, MCPPath, secs))
+			}
 			r := c.Request()
+			// A POST without a session id opens a session.
+			opening := r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == ""
+			if opening {
+				if !m.reserve(id.User) {
+					return problem(http.StatusTooManyRequests, fmt.Sprintf("token %s has %d MCP sessions open, the most a token may: end one (DELETE %s with its Mcp-Session-Id) or let one idle out (30 minutes)",
+						id.User, maxSessions, MCPPath))
+				}
+				defer m.unreserve(id.User)
+			}
 			// Where the agent reached the console, for the links it is
 			// given; never a header the client sent.
 			scheme := "http"
@@ -176,6 +239,9 @@ func (m *mcpSurface) gate(next echo.HandlerFunc) echo.HandlerFunc {
 			r.Header.Set(consoleHeader, scheme+"://"+r.Host)
 			r = r.WithContext(context.WithValue(r.Context(), mcpIdentityKey{}, agent))
 			m.handler.ServeHTTP(c.Response(), r)
+			if opening {
+				m.opened(r, c.Response().Header().Get(sessionIDHeader), agent)
+			}
 			return nil
 		})(c)
 	}
@@ -193,45 +259,113 @@ func (s *Server) mcpProblem(c echo.Context, err error) {
 	_ = c.JSON(status, apiError{Error: http.StatusText(status), Detail: clipDetail(detail), ErrorID: errorID})
 }
 
-// serverFor returns the server for a new session: its tools'
-// annotations are brought up to date with the effect profiles as they
-// are now, and the journal records that the agent connected.
+// sessionIDHeader is the header of the streamable HTTP transport that
+// names a session.
+const sessionIDHeader = "Mcp-Session-Id"
+
+// serverFor returns the server, for a request the gate let in. The SDK
+// calls it for every request, not only for a new session.
 func (m *mcpSurface) serverFor(r *http.Request) *mcp.Server {
-	s := m.web
-	id, _ := r.Context().Value(mcpIdentityKey{}).(*identity)
-	if id == nil {
+	if id, _ := r.Context().Value(mcpIdentityKey{}).(*identity); id == nil {
 		return nil // the verifier refused it already
-	}
-	m.refresh()
-	remote := r.RemoteAddr
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		remote = host
-	}
-	if _, err := s.eng.Note(r.Context(), runtime.KindLogin, "", runtime.LoginBody{
-		Surface: "mcp", User: id.User, Remote: remote, Action: "login"}); err != nil {
-		s.log.Warn("mcp session not journaled", "token", id.User, "error", err)
 	}
 	return m.srv
 }
 
-// close ends every MCP session, so that their event streams do not hold
-// up the server's shutdown.
+// reserve takes one of the token's sessions for a request that may open
+// one, unless it holds maxSessions (those open and those being opened);
+// unreserve gives it back once the request is answered.
+func (m *mcpSurface) reserve(token string) bool {
+	live := map[string]bool{}
+	for ss := range m.srv.Sessions() {
+		live[ss.ID()] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.opening[token]
+	for id, t := range m.sessions {
+		switch {
+		case !live[id]:
+			delete(m.sessions, id) // ended, or idled out
+		case t == token:
+			n++
+		}
+	}
+	if n >= maxSessions {
+		return false
+	}
+	m.opening[token]++
+	return true
+}
+
+func (m *mcpSurface) unreserve(token string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.opening[token]--; m.opening[token] <= 0 {
+		delete(m.opening, token)
+	}
+}
+
+// opened records the session sid that r opened, if it is open and its
+// handshake done: it counts against the token's sessions, and the
+// journal records the agent's login, once a session. A request that
+// opened none (a rejected handshake, a stray call) records nothing.
+func (m *mcpSurface) opened(r *http.Request, sid string, id *identity) {
+	if sid == "" {
+		return
+	}
+	var ss *mcp.ServerSession
+	for s := range m.srv.Sessions() {
+		if s.ID() == sid {
+			ss = s
+		}
+	}
+	if ss == nil || ss.InitializeParams() == nil {
+		return
+	}
+	m.mu.Lock()
+	_, known := m.sessions[sid]
+	m.sessions[sid] = id.User
+	m.mu.Unlock()
+	if known {
+		return
+	}
+	remote := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		remote = host
+	}
+	if _, err := m.web.eng.Note(r.Context(), runtime.KindLogin, "", runtime.LoginBody{
+		Surface: "mcp", User: id.User, Remote: remote, Action: "login"}); err != nil {
+		m.web.log.Warn("mcp session not journaled", "token", id.User, "error", err)
+	}
+}
+
+// close ends watchModes and every MCP session, so that their event
+// streams do not hold up the server's shutdown.
 func (m *mcpSurface) close() {
+	m.stopWatch()
+	<-m.watched
 	for ss := range m.srv.Sessions() {
 		_ = ss.Close()
 	}
 }
 
-// allow spends one of the token's calls, or says when the next one may
-// come.
-// The log says when a token goes over its rate, once, not at every
-// call refused.
-func (m *mcpSurface) allow(token string, now time.Time) (time.Duration, bool) {
+// allow spends one of the token's tool calls (requests false) or one of
+// its HTTP requests (requests true), or says when the next one may come.
+// The log says when a token goes over a rate, once, not at every call
+// refused.
+func (m *mcpSurface) allow(token string, requests bool, now time.Time) (time.Duration, bool) {
 	m.mu.Lock()
-	l := m.limits[token]
-	if l == nil {
-		l = rate.NewLimiter(rate.Limit(float64(m.opts.PerMinute)/60), m.opts.Burst)
-		m.limits[token] = l
+	tl := m.limits[token]
+	if tl == nil {
+		perSecond := float64(m.opts.PerMinute) / 60
+		tl = &tokenLimits{calls: rate.NewLimiter(rate.Limit(perSecond), m.opts.Burst),
+			requests: rate.NewLimiter(rate.Limit(2*perSecond), int(min(2*float64(m.opts.Burst)+10, math.MaxInt32)))}
+		m.limits[token] = tl
+	}
+	l, key, budget := tl.calls, token, "calls"
+	if requests {
+		l, key, budget = tl.requests, token+" requests", "requests"
 	}
 	m.mu.Unlock()
 	r := l.ReserveN(now, 1)
@@ -240,11 +374,11 @@ func (m *mcpSurface) allow(token string, now time.Time) (time.Duration, bool) {
 		r.CancelAt(now)
 	}
 	m.mu.Lock()
-	first := d > 0 && !m.over[token]
-	m.over[token] = d > 0
+	first := d > 0 && !m.over[key]
+	m.over[key] = d > 0
 	m.mu.Unlock()
 	if first {
-		m.web.log.Warn("mcp token over its rate", "token", token, "per_minute", m.opts.PerMinute)
+		m.web.log.Warn("mcp token over its rate", "token", token, "budget", budget, "per_minute", m.opts.PerMinute)
 	}
 	return d, d <= 0
 }
@@ -266,12 +400,41 @@ func (m *mcpSurface) untilBye(ctx context.Context) (context.Context, context.Can
 	return ctx, cancel
 }
 
+// admits reports whether mode admits agents: one named in
+// MCPOptions.Modes, or when none is named, any mode but maintenance and
+// the modes based on it, as the engine knows them now. A mode the engine
+// does not know admits none.
+func (m *mcpSurface) admits(mode string) bool {
+	if len(m.opts.Modes) > 0 {
+		return slices.Contains(m.opts.Modes, mode)
+	}
+	if mode == governance.ModeMaintenance {
+		return false
+	}
+	for _, md := range m.web.eng.Modes() {
+		if md.Name == mode {
+			return md.Base != governance.ModeMaintenance
+		}
+	}
+	_, shipped := governance.ShippedModes()[mode]
+	return shipped
+}
+
+// refusal is the error an agent gets in a mode that admits none.
+func (m *mcpSurface) refusal(mode string) error {
+	if len(m.opts.Modes) > 0 {
+		return fmt.Errorf("refused: mode %s admits no AI agent (mcp.modes names %s); a person decides, in the console", mode,
+			strings.Join(m.opts.Modes, ", "))
+	}
+	return fmt.Errorf("refused: mode %s admits no AI agent (in maintenance, and in a mode based on it, writes run without asking anyone); a person decides, in the console", mode)
+}
+
 // admitted reports whether the token's agent may call tools in the mode
 // in force. The first refusal of a token in a mode is journaled, as a
 // "refused" login on the surface mcp with the mode as why; the next, only
 // after the token was admitted again.
 func (m *mcpSurface) admitted(ctx context.Context, token, mode string) bool {
-	ok := len(m.opts.Modes) == 0 || slices.Contains(m.opts.Modes, mode)
+	ok := m.admits(mode)
 	m.mu.Lock()
 	first := !ok && m.turnedAway[token] != mode
 	if ok {
@@ -280,6 +443,9 @@ func (m *mcpSurface) admitted(ctx context.Context, token, mode string) bool {
 		m.turnedAway[token] = mode
 	}
 	m.mu.Unlock()
+	if !ok {
+		m.cancelAgentRuns(mode) // watchModes may not have seen the change in force yet
+	}
 	if first {
 		if _, err := m.web.eng.Note(ctx, runtime.KindLogin, "", runtime.LoginBody{Action: "refused", Surface: "mcp", User: token,
 			Why: "mode " + mode + " admits no AI agent"}); err != nil {
@@ -301,4 +467,102 @@ func jsonText(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// listings is the server's receiving middleware for the listings of
+// tools, resources and resource templates. In a mode that admits no
+// agent a listing is refused (a protocol error, codeRefused, saying why),
+// so that an agent learns nothing of the devices; otherwise the tools are
+// brought up to date first: devices come and go, and the hints go with
+// them (connected agents are told the list changed).
+func (m *mcpSurface) listings(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/list", "resources/list", "resources/templates/list":
+		default:
+			return next(ctx, method, req)
+		}
+		token := ""
+		if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+			token = strings.TrimPrefix(extra.TokenInfo.UserID, "mcp:")
+		}
+		if mode := m.web.eng.Mode(ctx).Name; !m.admitted(ctx, token, mode) {
+			return nil, &jsonrpc.Error{Code: codeRefused, Message: m.refusal(mode).Error()}
+		}
+		m.refresh(false)
+		return next(ctx, method, req)
+	}
+}
+
+// watchModes follows the journal until ctx ends. At each change of the
+// mode or of the configuration (a reload may base the mode in force on
+// maintenance) it looks at whether the mode in force admits agents: if
+// not, it cancels the runs agents started, which would otherwise go on
+// acting as mcp:<token> in a mode that admits none. When admission
+// changes either way, the tools are added again, so that connected agents
+// are told to list them again.
+//
+// The engine journals a change before it puts it in force: a mode change
+// names its mode, and a reload is looked at again a moment later. The
+// engine judges a run's steps without knowing mcp.modes, so a step that
+// runs between the change and this cancel is judged by the new mode
+// alone; a call an agent makes in the meantime is refused, and cancels
+// the runs too.
+func (m *mcpSurface) watchModes(ctx context.Context) {
+	since := m.web.eng.LastSeq()
+	m.modeChanged(ctx, "")
+	_ = m.web.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
+		switch ev.Kind {
+		case runtime.KindModeChanged:
+			var b runtime.ModeChangedBody
+			_ = json.Unmarshal(ev.Body, &b) // without a mode named, the mode in force
+			m.modeChanged(ctx, b.To)
+		case runtime.KindConfigChanged:
+			m.modeChanged(ctx, "")
+			t := time.NewTimer(200 * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				m.modeChanged(ctx, "")
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+}
+
+// modeChanged cancels the agents' runs when mode (the mode in force if
+// empty) admits no agent, and adds the tools again when admission
+// changed.
+func (m *mcpSurface) modeChanged(ctx context.Context, mode string) {
+	if mode == "" {
+		mode = m.web.eng.Mode(ctx).Name
+	}
+	ok := m.admits(mode)
+	m.mu.Lock()
+	changed := ok != m.admitting
+	m.admitting = ok
+	m.mu.Unlock()
+	if !ok {
+		m.cancelAgentRuns(mode)
+	}
+	if changed {
+		m.refresh(true)
+	}
+}
+
+// cancelAgentRuns cancels every run an agent started that has not ended.
+func (m *mcpSurface) cancelAgentRuns(mode string) {
+	for _, r := range m.web.eng.Runs() {
+		if r.Status == runtime.RunEnded || !strings.HasPrefix(r.Principal, "mcp:") {
+			continue
+		}
+		err := m.web.eng.CancelRun(r.ID, "the gateway", "mode "+mode+" admits no AI agent")
+		switch {
+		case err == nil:
+			m.web.log.Info("agent's run cancelled", "run", r.ID, "principal", r.Principal, "mode", mode)
+		case !errors.Is(err, runtime.ErrRunEnded):
+			m.web.log.Warn("agent's run not cancelled", "run", r.ID, "principal", r.Principal, "mode", mode, "error", err)
+		}
+	}
 }

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -479,5 +482,262 @@ func TestMCPAgentTokenOnlyOnMCP(t *testing.T) {
 	op := mustAgent(t, s, "operator", nil)
 	if _, text, isErr := callTool(t, op, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}}); isErr {
 		t.Errorf("list_devices with the agent's token = %q", text)
+	}
+}
+
+// countEvents counts the journal's events of kind whose body holds every
+// one of parts.
+func countEvents(t *testing.T, s *site, kind runtime.Kind, parts ...string) int {
+	t.Helper()
+	s.waitSeq(t)
+	evs, err := s.eng.Events(t.Context(), 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == kind && !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(string(ev.Body), p) }) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMCPSessions: the journal records one login per session, not one
+// per request, and a token holds at most maxSessions sessions at once.
+func TestMCPSessions(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{PerMinute: 600, Burst: 100})
+	op := mustAgent(t, s, "operator", nil)
+	for range 3 {
+		callTool(t, op, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}})
+		if err := op.Ping(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := countEvents(t, s, runtime.KindLogin, `"surface":"mcp"`, `"user":"operator"`); n != 1 {
+		t.Errorf("one session, three calls and three pings journaled %d logins, want 1", n)
+	}
+	var sessions []*mcp.ClientSession
+	for range maxSessions {
+		sessions = append(sessions, mustAgent(t, s, "viewer", nil))
+	}
+	if _, err := s.agent(t, "viewer", nil); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("session %d of one token: %v, want refused (429)", maxSessions+1, err)
+	}
+	code, body := s.call(http.MethodPost, MCPPath, "viewer", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "token viewer has 8 MCP sessions open, the most a token may") {
+		t.Errorf("opening one more session = %d %s", code, body)
+	}
+	// Another token has its own; an ended session makes room.
+	mustAgent(t, s, "operator", nil)
+	if err := sessions[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustAgent(t, s, "viewer", nil)
+	if n := countEvents(t, s, runtime.KindLogin, `"surface":"mcp"`, `"user":"viewer"`); n != maxSessions+1 {
+		t.Errorf("%d sessions of viewer journaled %d logins", maxSessions+1, n)
+	}
+}
+
+// TestMCPRequestBudget: every request counts, the pings and listings a
+// tool call's rate does not bound included.
+func TestMCPRequestBudget(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{PerMinute: 1, Burst: 1})
+	view := mustAgent(t, s, "viewer", nil)
+	var err error
+	for i := 0; i < 20 && err == nil; i++ {
+		err = view.Ping(t.Context(), nil)
+	}
+	if err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Errorf("20 pings within a burst of 12 requests: %v, want refused (429)", err)
+	}
+	// Each token has its own.
+	mustAgent(t, s, "operator", nil)
+}
+
+// soakRun starts the plan soak (one wait of an hour) as an agent and
+// returns its run's id.
+func soakRun(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	out, text, isErr := callTool(t, cs, &mcp.CallToolParams{Name: toolRunPlan, Arguments: map[string]any{"plan": "soak", "reason": "test"}})
+	run, _ := out["run"].(map[string]any)
+	if isErr || run == nil {
+		t.Fatalf("run_plan soak = %s", text)
+	}
+	return run["id"].(string)
+}
+
+// maintenance puts the site in maintenance, as a person does: asked by
+// one, approved by another.
+func maintenance(t *testing.T, s *site) {
+	t.Helper()
+	_, ap, err := s.eng.SetMode(t.Context(), "console:adam", governance.ModeMaintenance, "service")
+	if err != nil || ap == nil {
+		t.Fatalf("SetMode(maintenance) = %v, %v; want an approval", ap, err)
+	}
+	s.expect(http.MethodPost, "/api/v1/approvals/"+ap.ID, "admin", `{"decision":"approve","mode":"maintenance"}`, http.StatusOK, `"status":"approved"`)
+}
+
+// TestMCPModeChangeCancelsAgentRuns: a run an agent started does not go
+// on acting as mcp:<token> in a mode that admits no agent; a person's
+// run does.
+func TestMCPModeChangeCancelsAgentRuns(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{})
+	op := mustAgent(t, s, "operator", nil)
+	agentRun := soakRun(t, op)
+	// A person's run of a plan like soak.
+	i := slices.IndexFunc(s.eng.Modes(), func(m governance.Mode) bool { return m.Name == "two-person" })
+	pol, _ := s.eng.Policy("valve-1", "open")
+	steep := runtime.Plan{Name: "steep", Steps: []runtime.PlanStep{{Op: runtime.OpWait, Wait: time.Hour}}}
+	if err := s.eng.Reconfigure(t.Context(), runtime.Config{Policies: map[string]runtime.CapPolicy{"valve-1.open": pol},
+		Modes: []governance.Mode{s.eng.Modes()[i]}, Plans: append(s.eng.Plans(), steep)}); err != nil {
+		t.Fatal(err)
+	}
+	person, err := s.eng.StartPlan(t.Context(), runtime.StartPlan{Plan: "steep", Principal: "console:olga", Origin: "console", Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	maintenance(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	rec, err := s.eng.Wait(ctx, agentRun)
+	if err != nil || rec.End != runtime.EndCancelled || !strings.Contains(rec.Why, "mode maintenance admits no AI agent") {
+		t.Fatalf("the agent's run after the change to maintenance = %+v, %v; want cancelled, saying why", rec, err)
+	}
+	for _, r := range s.eng.Runs() {
+		if r.ID == person.ID && r.Status == runtime.RunEnded {
+			t.Errorf("a person's run ended at the mode change: %+v", r)
+		}
+	}
+}
+
+// TestMCPAdmissionFollowsReload: with mcp.modes unset, whether a mode
+// admits agents is decided at each call from its base as it is then.
+func TestMCPAdmissionFollowsReload(t *testing.T) {
+	s := mcpSite(t, siteOptions{mode: "two-person"}, MCPOptions{})
+	op := mustAgent(t, s, "operator", nil)
+	list := &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}}
+	if _, text, isErr := callTool(t, op, list); isErr {
+		t.Fatalf("list_devices in two-person = %q", text)
+	}
+	agentRun := soakRun(t, op)
+	rebased := governance.ShippedModes()[governance.ModeMaintenance]
+	rebased.Name, rebased.Base = "two-person", governance.ModeMaintenance
+	pol, _ := s.eng.Policy("valve-1", "open")
+	if err := s.eng.Reload(t.Context(), runtime.Config{Policies: map[string]runtime.CapPolicy{"valve-1.open": pol},
+		Modes: []governance.Mode{rebased}, Plans: s.eng.Plans()}, runtime.ConfigChangedBody{File: "test.yaml", Digest: "00", By: "reload"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, text, isErr := callTool(t, op, list); !isErr || !strings.Contains(text, "mode two-person admits no AI agent") {
+		t.Errorf("list_devices in two-person based on maintenance = %q, want refused", text)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if rec, err := s.eng.Wait(ctx, agentRun); err != nil || rec.End != runtime.EndCancelled {
+		t.Errorf("the agent's run after the reload = %+v, %v; want cancelled", rec, err)
+	}
+}
+
+// TestMCPModeTurnsAgentsAwayMidWait: a get_approval wait ends with a
+// refusal when the mode stops admitting agents, and the listings are
+// refused in such a mode: an agent learns nothing of the devices.
+func TestMCPModeTurnsAgentsAwayMidWait(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{Modes: []string{governance.ModeSupervised}})
+	progress := make(chan string, 16)
+	op := mustAgent(t, s, "operator", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		progress <- r.Params.Message
+	}})
+	out, text, _ := callTool(t, op, &mcp.CallToolParams{Name: toolRequestWrite, Arguments: map[string]any{
+		"device": "valve-1", "capability": "open", "value": true, "reason": "dry"}})
+	apID, _ := out["approval_id"].(string)
+	if apID == "" {
+		t.Fatalf("request_write = %s, want pending_approval", text)
+	}
+	p := &mcp.CallToolParams{Name: toolGetApproval, Arguments: map[string]any{"approval_id": apID, "wait_seconds": 30}}
+	p.SetProgressToken("w")
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() { // owned by the test, which receives from done
+		res, err := op.CallTool(t.Context(), p)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-progress // the wait is under way
+	if _, _, err := s.eng.SetMode(t.Context(), "console:adam", governance.ModeObserve, "no agents now"); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res == nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "mode observe admits no AI agent") {
+		t.Errorf("a wait across a change to observe = %+v, want refused", res)
+	}
+	for _, err := range op.Tools(t.Context(), nil) {
+		if err == nil || !strings.Contains(err.Error(), "mode observe admits no AI agent") {
+			t.Errorf("tools/list in observe: %v, want refused", err)
+		}
+		break
+	}
+	if _, err := op.ListResources(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "mode observe admits no AI agent") {
+		t.Errorf("resources/list in observe: %v, want refused", err)
+	}
+}
+
+// TestMCPConcurrentListingsLeaveFreshHints: refreshes that overlap (every
+// listing refreshes the tools) never leave the write tool's hints as an
+// older one worked them out.
+func TestMCPConcurrentListingsLeaveFreshHints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("many rounds of concurrent listings")
+	}
+	var wrapped *devicetest.Driver
+	s := mcpSite(t, siteOptions{driver: func(d devices.Driver) devices.Driver {
+		wrapped = devicetest.Wrap(d, devicetest.Options{})
+		return wrapped
+	}}, MCPOptions{PerMinute: 1 << 20, Burst: 1 << 20})
+	var agents []*mcp.ClientSession
+	for range 4 {
+		agents = append(agents, mustAgent(t, s, "viewer", nil))
+	}
+	step := func() {
+		if _, err := s.eng.Do(t.Context(), runtime.Command{Principal: "console:olga", Device: "tank-1", Capability: "level"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 20 {
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for _, a := range agents {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					for _, err := range a.Tools(ctx, nil) {
+						if err != nil {
+							break
+						}
+					}
+				}
+			})
+		}
+		for range 10 {
+			wrapped.SetFault("valve-1", devicetest.Fault{Offline: true})
+			step()
+			wrapped.SetFault("valve-1", devicetest.Fault{})
+			step()
+		}
+		online := round%2 == 0
+		wrapped.SetFault("valve-1", devicetest.Fault{Offline: !online})
+		step()
+		cancel()
+		wg.Wait()
+		if got := slices.ContainsFunc(s.eng.Devices(), func(d devices.Device) bool { return d.ID == "valve-1" }); got != online {
+			t.Fatalf("round %d: valve-1 online = %v, want %v", round, got, online)
+		}
+		for tool, err := range agents[0].Tools(t.Context(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tool.Name == toolRequestWrite && strings.Contains(tool.Description, "valve-1.open") != online {
+				t.Fatalf("round %d: valve-1 online = %v, but request_write's description is stale:\n%s", round, online, tool.Description)
+			}
+		}
 	}
 }

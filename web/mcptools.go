@@ -218,15 +218,19 @@ func reversibleWord(p governance.EffectProfile) string {
 }
 
 // refresh adds the tools and resources, again when their hints changed
-// (the SDK then tells connected agents the list changed).
-func (m *mcpSurface) refresh() {
+// or force is set (the SDK then tells connected agents the list changed).
+// Refreshes run one at a time, each from working out the hints to adding
+// the tools, so that the last to finish is the newest.
+func (m *mcpSurface) refresh(force bool) {
+	m.refreshing.Lock()
+	defer m.refreshing.Unlock()
 	h := m.hintsNow()
 	key := jsonText([]any{h.read, h.write, h.plan, h.readDesc, h.writeDesc, h.planDesc})
 	m.mu.Lock()
 	same := key == m.hints
 	m.hints = key
 	m.mu.Unlock()
-	if same {
+	if same && !force {
 		return
 	}
 	viewOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
@@ -317,10 +321,9 @@ func (m *mcpSurface) agent(ctx context.Context, extra *mcp.RequestExtra, tool st
 		return nil, needRole(id, min, tool)
 	}
 	if mode := m.web.eng.Mode(ctx).Name; !m.admitted(ctx, name, mode) {
-		return nil, fmt.Errorf("refused: mode %s admits no AI agent (mcp.modes names %s); a person decides, in the console", mode,
-			strings.Join(m.opts.Modes, ", "))
+		return nil, m.refusal(mode)
 	}
-	if wait, ok := m.allow(name, m.web.opts.Now()); !ok {
+	if wait, ok := m.allow(name, false, m.web.opts.Now()); !ok {
 		return nil, fmt.Errorf("refused: token %s is over its %d calls a minute; try again in %s", name, m.opts.PerMinute,
 			wait.Round(time.Second)+time.Second)
 	}
@@ -555,6 +558,12 @@ func (m *mcpSurface) runPlan(ctx context.Context, req *mcp.CallToolRequest, in p
 	if err != nil {
 		return nil, nil, m.toolError(c, err)
 	}
+	// The mode may have changed since the agent was admitted, after
+	// watchModes cancelled the agents' runs: this one goes too.
+	if mode := m.web.eng.Mode(ctx).Name; !m.admits(mode) {
+		m.cancelAgentRuns(mode)
+		return nil, nil, m.refusal(mode)
+	}
 	return nil, map[string]any{"run": rec, "console_url": m.base(req) + "/runs",
 		"next": "The run is under way; each step is judged. A step that asks parks the run: its approval appears in journal_tail (approval_requested) and in the console."}, nil
 }
@@ -643,13 +652,20 @@ func (m *mcpSurface) getApproval(ctx context.Context, req *mcp.CallToolRequest, 
 	for !v.Done {
 		err := m.web.eng.Subscribe(wctx, since, func(ev runtime.Event) error {
 			since = ev.Seq
-			if ev.Run == v.Run || ev.Kind == runtime.KindApprovalAnswered || ev.Kind == runtime.KindApprovalExpired {
+			switch {
+			case ev.Run == v.Run, ev.Kind == runtime.KindApprovalAnswered, ev.Kind == runtime.KindApprovalExpired,
+				ev.Kind == runtime.KindModeChanged, ev.Kind == runtime.KindConfigChanged:
 				return errChanged
 			}
 			return nil
 		})
 		if !errors.Is(err, errChanged) {
 			break // the wait is over, the call ended, or the gateway stops
+		}
+		// A mode that admits no agent ends the wait, as it refuses a
+		// new call: the agent hears nothing more of the approval.
+		if mode := m.web.eng.Mode(ctx).Name; !m.admitted(ctx, strings.TrimPrefix(req.Extra.TokenInfo.UserID, "mcp:"), mode) {
+			return nil, nil, m.refusal(mode)
 		}
 		v, _ = m.approvalNow(ctx, req, in.ApprovalID)
 		if v.Summary != last && tok != nil {
