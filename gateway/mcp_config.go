@@ -12,23 +12,26 @@ import (
 // MCPConfig turns on the MCP endpoint for AI agents: /mcp on the
 // console's port. An agent uses one of web.tokens, acts as the principal
 // "mcp:<token name>", and is judged like anyone: it can never act beyond
-// what the mode, the rules and the people allow. Off unless enabled.
+// what the mode, the rules and the people allow. A token named here is an
+// agent's and works only on /mcp: the API refuses it (403), since there
+// the agent's checks would not hold. Off unless enabled.
 type MCPConfig struct {
 	// Enabled must be true to serve /mcp.
 	Enabled bool `yaml:"enabled"`
-	// Tokens names the API tokens (web.tokens) agents may use; any other
-	// token is refused. A viewer token lists, reads and follows
-	// approvals; an operator token also requests writes and starts plans.
-	// An approver's or an admin's token is refused: the same token
-	// answers approvals on the API, and an agent must never approve.
+	// Tokens names the tokens of web.tokens that are agents'; any other
+	// token is refused on /mcp, and these are refused everywhere else. A
+	// viewer token lists, reads and follows approvals; an operator token
+	// also requests writes and starts plans. An approver's or an admin's
+	// token is refused: an agent must never hold a token that approves.
 	Tokens []string `yaml:"tokens"`
 	// Rate bounds each token's tool calls. Default 60 a minute, a burst
 	// of 10.
 	Rate RateConfig `yaml:"rate"`
 	// Modes are the modes in which agents may call tools; in any other
-	// mode every call is refused, saying so. Default: every mode except
-	// maintenance and the modes based on it, in which writes run without
-	// asking anyone.
+	// mode every call is refused, saying so, and the runs agents started
+	// are cancelled. Default: every mode except maintenance and the modes
+	// based on it, in which writes run without asking anyone, as the
+	// modes are at each call (a reload may change a mode's base).
 	Modes []string `yaml:"modes"`
 	// ConsoleURL is the console's address as people reach it, http:// or
 	// https://, for the approval links agents show their users. Default:
@@ -64,10 +67,9 @@ func (c *checker) mcp(p path, mc *MCPConfig, cfg *Config, b *Built) *web.MCPOpti
 		case slices.Contains(mc.Tokens[:i], name):
 			c.errf(p.with("tokens", i), "token %q is named twice", name)
 		case cfg.Web.Tokens[j].Role != "viewer" && cfg.Web.Tokens[j].Role != "operator":
-			// The same token works on the API, where an approver answers
-			// approvals: an agent holding one could approve its own
-			// requests.
-			c.errf(p.with("tokens", i), "token %q is %s %s; an agent's token is a viewer or an operator, so that it can never answer an approval through the API",
+			// An agent must never hold a token that answers approvals,
+			// though the API refuses an agent's token.
+			c.errf(p.with("tokens", i), "token %q is %s %s; an agent's token is a viewer or an operator, so that it can never answer an approval (a token is an agent's or an API client's, never both: give the API client its own)",
 				name, article(cfg.Web.Tokens[j].Role), cfg.Web.Tokens[j].Role)
 		}
 	}
@@ -86,15 +88,9 @@ func (c *checker) mcp(p path, mc *MCPConfig, cfg *Config, b *Built) *web.MCPOpti
 			c.errf(p.with("modes", i), "unknown mode %q (want one of %s)", name, strings.Join(names, ", "))
 		}
 	}
+	// Without modes named, the endpoint decides at each call from the
+	// mode in force and its base, as the modes are then.
 	o.Modes = slices.Clone(mc.Modes)
-	if len(o.Modes) == 0 {
-		for name, m := range modes {
-			if m.Base != governance.ModeMaintenance {
-				o.Modes = append(o.Modes, name)
-			}
-		}
-		slices.Sort(o.Modes)
-	}
 	if mc.ConsoleURL != "" {
 		u, err := url.Parse(mc.ConsoleURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
