@@ -285,20 +285,43 @@ func (b *bridge) serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser
 	}
 	info := cs.InitializeResult()
 	srv := mcp.NewServer(&mcp.Implementation{Name: info.ServerInfo.Name, Title: info.ServerInfo.Title, Version: info.ServerInfo.Version},
-		&mcp.ServerOptions{Instructions: info.Instructions, Logger: b.log})
+		&mcp.ServerOptions{Instructions: info.Instructions, Logger: b.log,
+			// Tools and resources are said to exist, and to change, even
+			// while the host's server has none: the gateway's come later
+			// when it refused to list them at first.
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
+				Resources: &mcp.ResourceCapabilities{ListChanged: true}}})
 	b.srv.Store(srv)
+	// A gateway that refuses a listing (in a mode that admits no agent)
+	// is served with what it lists: nothing, until it says its tools
+	// changed, which it does when agents are admitted again.
+	refused := func(what string, err error) error {
+		if fromGateway(err) == nil {
+			return err
+		}
+		b.log.Warn("the gateway refused a listing; serving without it until the gateway's tools change", "listing", what, "error", err)
+		return nil
+	}
 	if err := b.mirrorTools(ctx, cs); err != nil {
-		return err
+		if err := refused("tools", err); err != nil {
+			return err
+		}
 	}
 	for res, err := range cs.Resources(ctx, nil) {
 		if err != nil {
-			return fmt.Errorf("listing the gateway's resources: %w", err)
+			if err := refused("resources", err); err != nil {
+				return fmt.Errorf("listing the gateway's resources: %w", err)
+			}
+			break
 		}
 		srv.AddResource(res, b.readResource)
 	}
 	for tmpl, err := range cs.ResourceTemplates(ctx, nil) {
 		if err != nil {
-			return fmt.Errorf("listing the gateway's resource templates: %w", err)
+			if err := refused("resource templates", err); err != nil {
+				return fmt.Errorf("listing the gateway's resource templates: %w", err)
+			}
+			break
 		}
 		srv.AddResourceTemplate(tmpl, b.readResource)
 	}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -282,6 +283,70 @@ func TestMCPBridgeGatewayRestarted(t *testing.T) {
 	h.Store(gateway()) // a restart: the old session is unknown now
 	if got := call(); got != `{"calls":2}` {
 		t.Errorf("the first call after the restart = %s, want the gateway's answer", got)
+	}
+	_ = cs.Close()
+	_ = inW.Close()
+	if err := <-served; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("serve = %v after the host closed", err)
+	}
+}
+
+// TestMCPBridgeStartsWhileListingsAreRefused: a gateway in a mode that
+// admits no agent refuses its listings; the bridge serves the host all
+// the same, with no tools, and mirrors them once the gateway says its
+// tools changed.
+func TestMCPBridgeStartsWhileListingsAreRefused(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v0"}, nil)
+	var refusing atomic.Bool
+	refusing.Store(true)
+	up.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if strings.HasSuffix(method, "/list") && refusing.Load() {
+				return nil, &jsonrpc.Error{Code: -32001, Message: "refused: mode maintenance admits no AI agent"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	echo := func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	}
+	mcp.AddTool(up, &mcp.Tool{Name: "echo"}, echo)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	defer hs.Close()
+	b := &bridge{endpoint: hs.URL, token: "tok-1", log: slog.New(slog.NewTextHandler(t.Output(), nil)), relist: make(chan struct{}, 1)}
+	ctx := t.Context()
+	if err := b.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- b.serve(ctx, inR, outW) }() // owned by the test, which waits for served
+	changed := make(chan struct{}, 8)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "v0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatalf("the host connecting while the gateway refuses listings: %v", err)
+	}
+	names := func() []string {
+		var out []string
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	if got := names(); len(got) != 0 {
+		t.Fatalf("tools while the gateway refuses listings = %v, want none", got)
+	}
+	refusing.Store(false)
+	mcp.AddTool(up, &mcp.Tool{Name: "echo"}, echo) // the gateway tells its agents to list again
+	for got := names(); !slices.Equal(got, []string{"echo"}); got = names() {
+		<-changed
 	}
 	_ = cs.Close()
 	_ = inW.Close()
