@@ -34,11 +34,12 @@ const MCPPath = "/mcp"
 // the engine judges and journals, as the principal "mcp:<token name>".
 // An agent never answers an approval, changes the mode or makes a rule.
 type MCPOptions struct {
-	// Tokens names the API tokens (Options.Tokens) an agent may use; any
-	// other token is refused with 403. A viewer token lists, reads and
-	// follows; an operator token also requests writes and starts plans. An
-	// approver's or an admin's token is refused (403) even if named: on
-	// the API it answers approvals, and an agent must never approve.
+	// Tokens names the tokens (Options.Tokens) that are agents'; any
+	// other token is refused on [MCPPath] with 403, and these are refused
+	// with 403 everywhere else, where the agent's checks would not hold.
+	// A viewer token lists, reads and follows; an operator token also
+	// requests writes and starts plans. An approver's or an admin's token
+	// is refused (403) even if named: an agent must never approve.
 	Tokens []string
 	// PerMinute and Burst bound each token's tool calls. Defaults 60 and
 	// 10; a call over the bound is refused, saying when to try again.
