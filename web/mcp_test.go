@@ -741,3 +741,30 @@ func TestMCPConcurrentListingsLeaveFreshHints(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPAdmissionChangeRelists: when the mode stops or starts admitting
+// agents, connected agents are told to list the tools again, and a
+// listing answers as the mode says.
+func TestMCPAdmissionChangeRelists(t *testing.T) {
+	s := mcpSite(t, siteOptions{}, MCPOptions{Modes: []string{governance.ModeSupervised}})
+	changed := make(chan struct{}, 8)
+	op := mustAgent(t, s, "operator", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	if _, _, err := s.eng.SetMode(t.Context(), "console:adam", governance.ModeObserve, "no agents now"); err != nil {
+		t.Fatal(err)
+	}
+	<-changed
+	if _, err := op.ListTools(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "mode observe admits no AI agent") {
+		t.Fatalf("tools/list in observe: %v, want refused", err)
+	}
+	_, ap, err := s.eng.SetMode(t.Context(), "console:adam", governance.ModeSupervised, "agents again")
+	if err != nil || ap == nil {
+		t.Fatalf("SetMode(supervised) = %v, %v; want an approval", ap, err)
+	}
+	s.expect(http.MethodPost, "/api/v1/approvals/"+ap.ID, "admin", `{"decision":"approve","mode":"supervised"}`, http.StatusOK, `"status":"approved"`)
+	<-changed
+	if res, err := op.ListTools(t.Context(), nil); err != nil || len(res.Tools) == 0 {
+		t.Errorf("tools/list in supervised again = %v, %v", res, err)
+	}
+}
