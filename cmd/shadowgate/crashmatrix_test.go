@@ -239,13 +239,22 @@ var matrixKinds = []matrixKind{
 			}
 			return c.awaitRun(ctx, run)
 		},
-		// Not sent again: a plan start's id is remembered only while the
-		// process runs (runtime's requests, and the runs restored at
-		// start), so after a restart the same start is a new run and acts
-		// again, once per actuator. The matrix found it; until a start's
-		// id is kept with its run in the journal, sending it again would
-		// only show that.
-		again: func(context.Context, *matrixCell) []string { return nil }},
+		// Sent again with the same id after the restart: it is the run it
+		// started (ended, if the crash cut it short), and writes nothing
+		// again; a start the crash lost before it was journaled is a new
+		// run, the first to act.
+		again: func(ctx context.Context, c *matrixCell) []string {
+			run, ok := c.startPlan(ctx)
+			if !ok {
+				c.t.Errorf("the plan start sent again after the restart got no answer")
+				return nil
+			}
+			if run == "" {
+				return nil
+			}
+			seen, _ := c.awaitRun(ctx, run)
+			return seen
+		}},
 	{name: "upstream command", targets: []string{"valve-1.open"}, uplink: true,
 		send: func(ctx context.Context, c *matrixCell, arm func()) ([]string, bool) {
 			arm()
