@@ -763,6 +763,12 @@ func (c *checker) journal(p path, jc JournalConfig) journal.Options {
 	if o.MaxFileSize > 0 && o.MaxFileSize < 1<<20 {
 		c.errf(p.with("max_file_size"), "%s is too small for a journal (at least 1MiB)", jc.MaxFileSize)
 	}
+	if jc.CheckpointEvery < 0 {
+		c.errf(p.with("checkpoint_every"), "cannot be negative")
+	} else {
+		o.Checkpoint.Every = uint64(jc.CheckpointEvery)
+	}
+	o.Checkpoint.Interval = c.duration(p.with("checkpoint_interval"), jc.CheckpointInterval, 0)
 	return o
 }
 

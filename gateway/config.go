@@ -191,6 +191,12 @@ type JournalConfig struct {
 	// MaxFileSize caps the file; past it the journal fails closed, as on a
 	// full disk. Default none (on 32-bit ARM keep the file well under 1GiB).
 	MaxFileSize string `yaml:"max_file_size"`
+	// CheckpointEvery is how many events at most go by between signed
+	// checkpoints. Default 1000.
+	CheckpointEvery int `yaml:"checkpoint_every"`
+	// CheckpointInterval is how long at most goes by between checkpoints
+	// while events are written. Default 1m.
+	CheckpointInterval string `yaml:"checkpoint_interval"`
 }
 
 // GatewayConfig names the gateway and where it keeps its state.

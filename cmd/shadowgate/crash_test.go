@@ -156,6 +156,19 @@ func (g *gatewayProc) await(t *testing.T, what string, match func(string) bool) 
 	}
 }
 
+// awaitEver is await for a line that may already have been read: the
+// gateway logs from several goroutines, so a line awaited after another
+// may have come before it.
+func (g *gatewayProc) awaitEver(t *testing.T, what string, match func(string) bool) string {
+	t.Helper()
+	for _, l := range g.all {
+		if match(l) {
+			return l
+		}
+	}
+	return g.await(t, what, match)
+}
+
 func has(subs ...string) func(string) bool {
 	return func(l string) bool {
 		for _, s := range subs {

@@ -363,8 +363,9 @@ type matrixCell struct {
 }
 
 // configText is the cell's configuration: the matrix's, with a journal
-// that keeps a few events, or ended records for a millisecond, only where
-// pruning is the point, so that the request's own writes are pruned.
+// that keeps a few events, or ended records for a millisecond, or signs
+// every few events, only where pruning or checkpoints are the point, so
+// that the request's own writes are pruned or signed.
 func (c *matrixCell) configText() string {
 	cfg := matrixConfig(c.dir)
 	switch {
@@ -372,6 +373,10 @@ func (c *matrixCell) configText() string {
 		cfg += "journal: {max_events: 12}\n"
 	case strings.HasPrefix(c.fp, failpoint.JournalPruneRecords):
 		cfg += "journal: {keep_records: 1ms}\n"
+	case strings.HasPrefix(c.fp, failpoint.JournalCheckpoint):
+		// A checkpoint every few events, so that the request's own
+		// events are signed.
+		cfg += "journal: {checkpoint_every: 3}\n"
 	}
 	if c.uplink != "" {
 		// The outbox's rows forward to a site broker: a live one, whose

@@ -61,7 +61,7 @@ func mcpGateway(t *testing.T) (g *gatewayProc, bin, base string) {
 	if addr == nil {
 		t.Fatalf("no address in %q", line)
 	}
-	g.await(t, "the devices", has("tank-1"))
+	g.awaitEver(t, "the devices", has("tank-1"))
 	return g, bin, "http://" + addr[1]
 }
 

@@ -66,7 +66,7 @@ func TestPLCExampleEndToEnd(t *testing.T) {
 	if console == nil {
 		t.Fatalf("no console address in %q", ready)
 	}
-	g.await(t, "the valve online", has("msg=device_online", "device_id=valve-1"))
+	g.awaitEver(t, "the valve online", has("msg=device_online", "device_id=valve-1"))
 	// ask sends one command with mosquitto_rr, expects it to wait for a
 	// person, and approves it as the admin.
 	ask := func(device, capability, value, id string) {
