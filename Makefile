@@ -3,7 +3,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BUILD   := CGO_ENABLED=0 go build -trimpath -ldflags='$(LDFLAGS)'
 
-.PHONY: build run test bench lint fuzz amd64 arm64 armv7 armv6 dist deb FORCE clean
+.PHONY: build run test bench lint fuzz torture amd64 arm64 armv7 armv6 dist deb FORCE clean
 
 build:
 	$(BUILD) -o shadowgate ./cmd/shadowgate
@@ -14,6 +14,11 @@ run: build
 test:
 	go vet ./...
 	go test -race -timeout 25m ./...
+
+# The kill campaign: N random SIGKILLs under load (make test runs 20).
+N ?= 100
+torture:
+	SHADOWGATE_TORTURE=$(N) go test -run '^TestTorture$$' -count=1 -v -timeout 60m ./cmd/shadowgate
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...

@@ -126,8 +126,10 @@ func (e *Engine) restore(ctx context.Context) ([]*run, error) {
 			e.closeDecided(ctx, p, ApprovalSuperseded, KindApprovalAnswered, "its run did not survive the restart")
 		}
 	}
-	if n := len(resume); n > 0 || len(snap.Approvals) > 0 {
-		e.log.Info("restored from the journal", "pending_approvals", len(snap.Approvals), "resumed_runs", n,
+	if snap.LastSeq > 0 {
+		// Said whenever there was a journal to restore from: what waits
+		// for a read-back (the locks) is known from this line.
+		e.log.Info("restored from the journal", "pending_approvals", len(snap.Approvals), "resumed_runs", len(resume),
 			"locked_actuators", len(e.Locks()), "last_seq", snap.LastSeq)
 	}
 	return resume, nil
