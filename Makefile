@@ -3,7 +3,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BUILD   := CGO_ENABLED=0 go build -trimpath -ldflags='$(LDFLAGS)'
 
-.PHONY: build run test bench lint fuzz torture amd64 arm64 armv7 armv6 dist deb FORCE clean
+.PHONY: build run test bench lint fuzz torture soak amd64 arm64 armv7 armv6 dist deb FORCE clean
 
 build:
 	$(BUILD) -o shadowgate ./cmd/shadowgate
@@ -49,6 +49,15 @@ fuzz:
 	go test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./drivers/serial/modbus
 	go test -run '^$$' -fuzz FuzzParseNodeID -fuzztime $(FUZZTIME) ./drivers/opcua
 	go test -run '^$$' -fuzz FuzzConvert -fuzztime $(FUZZTIME) ./drivers/opcua
+
+# make soak: the gateway under a steady load for DURATION, sampled every
+# SHADOWGATE_SOAK_EVERY (1m) to docs/soak.csv, then plotted to
+# docs/soak.png (also when the soak fails). The test bounds itself, so
+# -timeout 0. CI does not run it.
+DURATION ?= 2h
+soak:
+	SHADOWGATE_SOAK=$(DURATION) SHADOWGATE_SOAK_CSV=$(CURDIR)/docs/soak.csv go test -run '^TestSoak$$' -count=1 -timeout 0 -v ./cmd/shadowgate; \
+	status=$$?; go run ./internal/soakplot -in docs/soak.csv -out docs/soak.png && exit $$status
 
 amd64:
 	GOOS=linux GOARCH=amd64 $(BUILD) -o dist/shadowgate-linux-amd64 ./cmd/shadowgate
