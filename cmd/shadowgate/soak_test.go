@@ -6,10 +6,13 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,6 +219,22 @@ func TestSoakGrowth(t *testing.T) {
 	}
 }
 
+func TestSoakWarnings(t *testing.T) {
+	lines := []string{
+		`time=2026-12-01T20:00:00Z level=INFO msg="uplink connected"`,
+		`time=2026-12-01T20:00:01Z level=WARN msg="uplink lost its broker" error="EOF"`,
+		`time=2026-12-01T20:00:02Z level=WARN msg="uplink lost its broker" error="EOF"`,
+		`time=2026-12-01T20:00:03Z level=ERROR msg=stalled`,
+	}
+	want := "\n     1 ERROR stalled\n     2 WARN \"uplink lost its broker\""
+	if got := soakWarnings(lines); got != want {
+		t.Errorf("soakWarnings = %q, want %q", got, want)
+	}
+	if got := soakWarnings(lines[:1]); got != " none" {
+		t.Errorf("soakWarnings(no warnings) = %q, want \" none\"", got)
+	}
+}
+
 // TestSoak runs the gateway binary for SHADOWGATE_SOAK (make soak) under a
 // steady load: API commands to a valve that run, some sent again with the
 // same id; heater commands that park for approval, which a second person
@@ -357,6 +376,7 @@ func TestSoak(t *testing.T) {
 	}
 	c.verify(ctx)
 	soakPruned(ctx, t, filepath.Join(dir, "state"))
+	t.Logf("the gateway's warnings and errors, by message:%s", soakWarnings(p.lines()))
 
 	first, last := samples[0], samples[len(samples)-1]
 	t.Logf("soak of %v, %d samples to %s: rss %.1f → %.1f MiB, heap %.1f → %.1f MiB, goroutines %v → %v, fds %v → %v, journal %.2f → %.2f MiB",
@@ -595,6 +615,26 @@ func promValues(text string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// soakWarnings counts the log's WARN and ERROR lines by level and
+// message, for the soak's report: a message that recurs is worth a look.
+func soakWarnings(lines []string) string {
+	msg := regexp.MustCompile(`level=(WARN|ERROR) msg=("(?:[^"\\]|\\.)*"|\S+)`)
+	counts := map[string]int{}
+	for _, l := range lines {
+		if m := msg.FindStringSubmatch(l); m != nil {
+			counts[m[1]+" "+m[2]]++
+		}
+	}
+	if len(counts) == 0 {
+		return " none"
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(&b, "\n%6d %s", counts[k], k)
+	}
+	return b.String()
 }
 
 // soakTail returns the last n lines, joined.
