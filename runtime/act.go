@@ -361,6 +361,7 @@ func attemptBody(a *Attempt) AttemptBody {
 // Why says what happened in public words; the log has the detail under the
 // observation's error id.
 func (e *Engine) failedQuiet(base Observation, why string, err error) Observation {
+	why = withPublicReason(why, err)
 	base.Kind, base.Why, base.ErrorID = Failed, why, newErrorID()
 	e.log.Error(why, "error_id", base.ErrorID, "device_id", base.Device, "capability", base.Capability, "error", err)
 	return base

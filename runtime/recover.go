@@ -143,7 +143,7 @@ func (e *Engine) recoverAttempt(ctx context.Context, a Attempt) {
 	case AttemptStaged, AttemptAuthorized:
 		a.State, a.Why = AttemptRefused, "abandoned before execution: the gateway stopped while it was "+string(from)
 	case AttemptExecuting:
-		a.State, a.Why = AttemptUnknown, "the gateway stopped while the driver was writing; whether the act took effect is unknown"
+		a.State, a.Why = AttemptUnknown, "the gateway stopped after it journaled the act as executing and before it journaled the driver's answer; whether the act took effect is unknown"
 	case AttemptUnknown:
 		// Still unresolved from an earlier start.
 		if prev, superseded := e.lockTarget(target, a); superseded {
@@ -162,7 +162,7 @@ func (e *Engine) recoverAttempt(ctx context.Context, a Attempt) {
 	var armed *Receipt
 	if a.State == AttemptUnknown {
 		rc := Receipt{Key: a.Key, Attempt: a.ID, Device: a.Device, Capability: a.Capability, Value: a.Value,
-			Driver: "unknown: the gateway stopped while the driver was writing", Confirmation: NotChecked, At: a.Updated}
+			Driver: "unknown: the gateway stopped before the driver's answer was journaled", Confirmation: NotChecked, At: a.Updated}
 		if e.armTTL(&rc, executing); !rc.Until.IsZero() {
 			armed = &rc
 		}

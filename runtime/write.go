@@ -275,16 +275,24 @@ func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governanc
 // if it has one (a journal's integrity report: which record or event is
 // wrong); the log has the detail under the observation's error id.
 func (e *Engine) refusedInternal(ctx context.Context, base Observation, why string, err error, v value.Value) Observation {
-	var pr interface{ PublicReason() string }
-	if errors.As(err, &pr) {
-		why += ": " + pr.PublicReason()
-	}
+	why = withPublicReason(why, err)
 	id := newErrorID()
 	e.log.Warn(why, "error_id", id, "device_id", base.Device, "capability", base.Capability, "error", err)
 	obs := e.refusedWrite(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
 		Why: why + " (error id " + id + ")"}, v)
 	obs.ErrorID = id
 	return obs
+}
+
+// withPublicReason adds to why the public reason err gives, if it gives
+// one: a journal's failed write says what failed ("no space left on
+// device") with its file's path left out.
+func withPublicReason(why string, err error) string {
+	var pr interface{ PublicReason() string }
+	if errors.As(err, &pr) {
+		return why + ": " + pr.PublicReason()
+	}
+	return why
 }
 
 // replay answers a repeated request with its first outcome, acting nothing.

@@ -110,7 +110,12 @@ func (h *healthNote) of(log *slog.Logger, err error) *command.PublicError {
 	}
 	if h.pe == nil || h.detail != err.Error() {
 		h.detail = err.Error()
-		h.pe = command.Internal(log, "the journal cannot witness: every actuation is refused", err)
+		msg := "the journal cannot witness: every actuation is refused"
+		var pr interface{ PublicReason() string }
+		if errors.As(err, &pr) {
+			msg += " (" + pr.PublicReason() + ")"
+		}
+		h.pe = command.Internal(log, msg, err)
 	}
 	return h.pe
 }

@@ -65,7 +65,7 @@ type tortureClients struct {
 	answered []tortureReq
 	// mismatch lists a request sent again whose reply acted as another
 	// attempt than the first reply's.
-	mismatch []string
+	mismatch                        []string
 	sent, resent, replies, approved int
 }
 

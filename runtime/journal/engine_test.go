@@ -317,7 +317,7 @@ func TestStorageFaultRefusesActuationsButReadsGoOn(t *testing.T) {
 		t.Fatalf("Healthy = %v, want the reason", err)
 	}
 	obs := do(t, r.e, "cmd", "valve-1", "open", value.Bool(true))
-	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "journal") || !strings.Contains(obs.Why, "maximum size") {
+	if obs.Kind != runtime.Refused || !strings.Contains(obs.Why, "journal") || !strings.Contains(obs.Why, "reached its max_file_size") {
 		t.Fatalf("a write with a failed journal = %+v", obs)
 	}
 	if n := r.g.Received("valve-1", "open"); n != 0 {

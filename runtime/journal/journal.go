@@ -174,7 +174,11 @@ func (e *WriteError) Unwrap() []error { return []error{ErrFailed, e.Err} }
 // PublicReason says what failed in words a client may be shown, with the
 // file's path left out.
 func (e *WriteError) PublicReason() string {
-	return fmt.Sprintf("the journal could not write events %d to %d: %s", e.First, e.Last, redact(e.Err.Error(), e.Path))
+	cause := redact(e.Err.Error(), e.Path)
+	if errors.Is(e.Err, berrors.ErrMaxSizeReached) {
+		cause = "the file reached its max_file_size"
+	}
+	return fmt.Sprintf("the journal could not write events %d to %d: %s", e.First, e.Last, cause)
 }
 
 // redact leaves path out of msg.
