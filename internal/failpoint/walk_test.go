@@ -28,6 +28,7 @@ var durable = map[string]bool{"update": true, "Update": true, "Batch": true, "Co
 var exempt = map[string]string{
 	"runtime/journal.(*DB).init":   "creates the buckets when the journal opens, before anything is accepted: a crash leaves a file the next open prepares again",
 	"runtime/journal.(*DB).adopt":  "upgrades a schema 1 file in one transaction when it opens, before anything is accepted",
+	"runtime/journal.(*DB).index":  "builds the indexes, derived from the records, in one transaction when the journal opens, before anything is accepted: a crash leaves the old head, and the next open builds them again",
 	"runtime/journal.(*DB).update": "is the transaction itself; its callers carry the failpoints",
 	"runtime.(*Engine).commit":     "hands every entry to the journal, whose group commit carries the failpoints (journal:commit:*)",
 }

@@ -46,7 +46,7 @@ var (
 	bOutbox    = []byte("outbox")
 	bMeta      = []byte("meta")
 	bSessions  = []byte("sessions")
-	buckets    = [][]byte{bJournal, bEffects, bApprovals, bRules, bRuns, bState, bOutbox, bMeta, bSessions}
+	buckets    = [][]byte{bJournal, bEffects, bApprovals, bRules, bRuns, bState, bOutbox, bMeta, bSessions, bStarting, bEnded}
 
 	kSchema = []byte("schema")
 	kHead   = []byte("head")
@@ -350,6 +350,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.Checkpoint.Signer != nil {
 		j.bg.Go(func() { j.checkpointer(ctx) })
 	}
+	j.bg.Go(func() { j.retention(ctx) })
 	go j.writer()
 	return j, nil
 }
@@ -429,7 +430,35 @@ func (j *DB) init() error {
 	if err != nil || j.opts.ReadOnly {
 		return err
 	}
-	return j.adopt()
+	if err := j.adopt(); err != nil {
+		return err
+	}
+	return j.index()
+}
+
+// index builds the indexes again if the file's head is not the one they
+// were kept up to: they are new to the file, or a build that does not
+// keep them wrote it since.
+func (j *DB) index() error {
+	return j.update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bMeta)
+		var head uint64
+		if h, err := j.link(tx, kHead); err != nil {
+			return err
+		} else if h != nil {
+			head = h.Seq
+		}
+		if indexedHead(meta) == head && head == j.committed {
+			return nil
+		}
+		t0 := time.Now()
+		n, err := rebuildIndexes(tx)
+		if err != nil {
+			return fmt.Errorf("indexing journal %s: %w", j.path, err)
+		}
+		j.log.Info("journal indexes built", "records", n, "took", time.Since(t0).Round(time.Millisecond))
+		return meta.Put(kIndexed, binary.BigEndian.AppendUint64(nil, j.committed))
+	})
 }
 
 // adopt upgrades a file whose records predate their backing (schema 1): it
@@ -886,9 +915,16 @@ func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 			}
 		}
 		// each calls fn with the backed JSON of every record in bucket
-		// that keep says is wanted, collecting what is wrong.
+		// that keep says is wanted, collecting what is wrong. Of an
+		// indexed bucket it reads only the records the start index
+		// names: what is open, not the finished history.
+		st := tx.Bucket(bStarting)
+		if h, _ := j.link(tx, kHead); st != nil && (h == nil || indexedHead(tx.Bucket(bMeta)) != h.Seq) {
+			st = nil // behind the records (a read-only open of a file an older build wrote): read them all
+		}
 		each := func(bucket []byte, keep func(k, js []byte) error) {
-			_ = tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			b := tx.Bucket(bucket)
+			one := func(k, v []byte) error {
 				js, err := j.backed(tx, bucket, k, v)
 				if err == nil {
 					err = keep(k, js)
@@ -897,6 +933,17 @@ func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
 					bad = append(bad, err)
 				}
 				return nil
+			}
+			if !indexed(bucket) || st == nil {
+				_ = b.ForEach(one)
+				return
+			}
+			eachStarting(st, b, bucket, func(k, v []byte) {
+				if v == nil {
+					bad = append(bad, &RecordError{Bucket: string(bucket), Key: string(k), Err: fmt.Errorf("%w: the start index names it, but it is gone", errUnbacked)})
+					return
+				}
+				_ = one(k, v)
 			})
 		}
 		each(bApprovals, func(k, js []byte) error {

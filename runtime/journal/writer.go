@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -28,15 +29,9 @@ func (j *DB) writer() {
 		j.flushOnce()
 		return
 	}
-	j.pruneRecords(time.Now())
-	prune := time.NewTicker(time.Hour)
-	defer prune.Stop()
 	for {
 		select {
 		case <-j.kick:
-		case now := <-prune.C:
-			j.pruneRecords(now)
-			continue
 		case <-j.quit:
 			j.flushOnce()
 			return
@@ -227,6 +222,9 @@ func (j *DB) writeBatch(tx *bolt.Tx, batch []item) (uint64, uint64, error) {
 	if err := meta.Put(kHead, link{Seq: last.ev.Seq, Hash: last.hash}.encode()); err != nil {
 		return 0, 0, err
 	}
+	if err := meta.Put(kIndexed, binary.BigEndian.AppendUint64(nil, last.ev.Seq)); err != nil {
+		return 0, 0, err
+	}
 	total := int64(0)
 	if v := meta.Get(kBytes); len(v) == 8 {
 		total = int64(binary.BigEndian.Uint64(v))
@@ -270,13 +268,22 @@ func applyRecord(tx *bolt.Tx, seq uint64, r record) error {
 		return fmt.Errorf("no bucket %q", r.bucket)
 	}
 	key := []byte(r.key)
+	v := b.Get(key)
 	switch r.op {
 	case opPut:
+		if err := indexChange(tx, r.bucketName(), key, v, r.js); err != nil {
+			return err
+		}
 		return b.Put(key, wrapRecord(seq, r.js))
 	case opDelete:
+		if v == nil {
+			return nil
+		}
+		if err := indexChange(tx, r.bucketName(), key, v, nil); err != nil {
+			return err
+		}
 		return b.Delete(key)
 	}
-	v := b.Get(key)
 	if v == nil {
 		return nil
 	}
@@ -285,6 +292,9 @@ func applyRecord(tx *bolt.Tx, seq uint64, r record) error {
 		return nil // changed since it was chosen: left as it is
 	}
 	if r.op == opDeleteIf {
+		if err := indexChange(tx, r.bucketName(), key, v, nil); err != nil {
+			return err
+		}
 		return b.Delete(key)
 	}
 	return b.Put(key, wrapRecord(seq, append([]byte(nil), js...)))
@@ -393,18 +403,30 @@ func (j *DB) pruneDue(tx *bolt.Tx, total int64) (*pruneIntent, error) {
 		return nil, nil
 	}
 	now := time.Now()
-	for _, bucket := range recordBuckets {
-		err := tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-			seq, js, err := unwrapRecord(v)
-			if err != nil || seq > p.Through || !live(string(bucket), js, now) {
-				return nil // verify names what cannot be read; history stays as it is
-			}
-			p.refs = append(p.refs, record{ref: ref{bucket: string(bucket), key: string(k), op: opCarry, digest: digestOf(js)}})
-			return nil
-		})
-		if err != nil {
-			return nil, err
+	carry := func(bucket, k, v []byte) error {
+		seq, js, err := unwrapRecord(v)
+		if err != nil || seq > p.Through || !live(string(bucket), js, now) {
+			return nil // verify names what cannot be read; history stays as it is
 		}
+		p.refs = append(p.refs, record{ref: ref{bucket: string(bucket), key: string(k), op: opCarry, digest: digestOf(js)}})
+		return nil
+	}
+	st := tx.Bucket(bStarting)
+	for _, bucket := range recordBuckets {
+		b := tx.Bucket(bucket)
+		if !indexed(bucket) {
+			if err := b.ForEach(func(k, v []byte) error { return carry(bucket, k, v) }); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// What is live is among what a start loads: the index names it,
+		// and the finished history is not walked.
+		eachStarting(st, b, bucket, func(k, v []byte) {
+			if v != nil {
+				_ = carry(bucket, k, v)
+			}
+		})
 	}
 	p.Carried = len(p.refs)
 	return p, nil
@@ -466,45 +488,168 @@ func pruneThrough(tx *bolt.Tx, p *pruneIntent) (uint64, int64, error) {
 	return uint64(len(keys)), freed, tx.Bucket(bMeta).Put(kAnchor, anchor.encode())
 }
 
-// pruneRecords deletes records that ended before the retention window:
-// terminal attempts, answered approvals, ended runs and spent rules, and
-// sessions that expired. Pending approvals, open attempts and the state are
-// never pruned. The deletions are an event like any other change, so that
-// verify can tell them from a record removed behind the journal's back.
-func (j *DB) pruneRecords(now time.Time) {
-	cutoff := now.Add(-j.opts.KeepRecords)
-	var refs []record
-	err := j.view(func(tx *bolt.Tx) error {
-		for _, bucket := range recordBuckets {
-			old := recordEnded(bucket, cutoff, now)
-			if old == nil {
-				continue
-			}
-			_ = tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-				_, js, err := unwrapRecord(v)
-				if err != nil || !old(js) {
-					return nil // a record that cannot be read is kept for verify to name
-				}
-				refs = append(refs, record{ref: ref{bucket: string(bucket), key: string(k), op: opDeleteIf, digest: digestOf(js)}})
-				return nil
-			})
-		}
-		return nil
-	})
-	if err == nil && len(refs) > 0 {
-		err = failpoint.Inject(failpoint.JournalPruneRecords)
-	}
-	if err != nil || len(refs) == 0 {
-		if err != nil {
-			j.log.Warn("journal records not pruned", "path", j.path, "error", err)
-		}
+// pruneRecordsChunk bounds the records one retention event deletes, so
+// that an append waits for at most one small batch of deletions, and
+// pruneRecordsRest is how many times a chunk's write the pruner waits
+// before the next: retention takes at most a ninth of the writer's time,
+// and an append issued while records are pruned mostly finds the writer
+// free.
+const (
+	pruneRecordsChunk = 128
+	pruneRecordsRest  = 8
+)
+
+// retention prunes records at start, once the chain is verified, and every
+// hour, until ctx ends. It runs in j.bg, beside the writer: its reads do
+// not hold the writer up, and each chunk it deletes is one small event.
+func (j *DB) retention(ctx context.Context) {
+	select {
+	case <-j.verified:
+	case <-ctx.Done():
 		return
 	}
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		j.pruneRecordsCtx(ctx, time.Now())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// pruneRecords is pruneRecordsCtx until the journal closes.
+func (j *DB) pruneRecords(now time.Time) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-j.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	j.pruneRecordsCtx(ctx, now)
+}
+
+// pruneRecordsCtx deletes records that ended before the retention window:
+// terminal attempts, answered approvals, ended runs and spent rules, and
+// sessions that expired. Pending approvals, open attempts and the state are
+// never pruned. It walks the ended index from the oldest, at most
+// pruneRecordsChunk records an event, each chosen in a read that holds no
+// writer up and deleted by an event like any other change (so that verify
+// can tell them from a record removed behind the journal's back), waiting
+// for that event to be written before it chooses the next.
+func (j *DB) pruneRecordsCtx(ctx context.Context, now time.Time) {
+	cutoff := now.Add(-j.opts.KeepRecords)
+	var resume []byte // the next key of the ended index to look at
+	sessions, total := true, 0
+	for ctx.Err() == nil {
+		var refs []record
+		done := false
+		err := j.view(func(tx *bolt.Tx) error {
+			if sessions {
+				// Sessions are few (one per login within its lifetime):
+				// they are looked at all, once.
+				old := recordEnded(bSessions, cutoff, now)
+				_ = tx.Bucket(bSessions).ForEach(func(k, v []byte) error {
+					if _, js, err := unwrapRecord(v); err == nil && old(js) {
+						refs = append(refs, record{ref: ref{bucket: string(bSessions), key: string(k), op: opDeleteIf, digest: digestOf(js)}})
+					}
+					return nil // a record that cannot be read is kept for verify to name
+				})
+			}
+			en := tx.Bucket(bEnded)
+			if en == nil {
+				done = true
+				return nil
+			}
+			c := en.Cursor()
+			k, _ := c.First()
+			if resume != nil {
+				k, _ = c.Seek(resume)
+			}
+			limit := uint64(max(cutoff.UnixNano(), 0))
+			for ; k != nil && len(refs) < pruneRecordsChunk; k, _ = c.Next() {
+				if len(k) < 8 || binary.BigEndian.Uint64(k[:8]) >= limit {
+					done = true
+					return nil
+				}
+				bucket, key, ok := splitIndexKey(k[8:])
+				if !ok || tx.Bucket(bucket) == nil {
+					continue
+				}
+				v := tx.Bucket(bucket).Get(key)
+				if v == nil {
+					continue
+				}
+				_, js, err := unwrapRecord(v)
+				if old := recordEnded(bucket, cutoff, now); err != nil || old == nil || !old(js) {
+					continue // the record says otherwise: it is kept
+				}
+				refs = append(refs, record{ref: ref{bucket: string(bucket), key: string(key), op: opDeleteIf, digest: digestOf(js)}})
+			}
+			if k == nil {
+				done = true
+			} else {
+				resume = append([]byte(nil), k...)
+			}
+			return nil
+		})
+		sessions = false
+		if err == nil && len(refs) > 0 {
+			err = failpoint.Inject(failpoint.JournalPruneRecords)
+		}
+		if err != nil {
+			j.log.Warn("journal records not pruned", "path", j.path, "error", err)
+			return
+		}
+		if len(refs) > 0 {
+			t0 := time.Now()
+			if err := j.deleteRecords(ctx, refs, cutoff); err != nil {
+				j.log.Warn("journal records not pruned", "path", j.path, "error", err)
+				return
+			}
+			total += len(refs)
+			if !done {
+				rest := time.NewTimer(pruneRecordsRest * time.Since(t0))
+				select {
+				case <-rest.C:
+				case <-ctx.Done():
+					rest.Stop()
+				}
+			}
+		}
+		if done {
+			break
+		}
+	}
+	if total > 0 {
+		j.log.Info("journal records pruned", "path", j.path, "records", total, "older_than", cutoff.Format(time.RFC3339))
+	}
+}
+
+// deleteRecords writes one retention event deleting refs, and waits until
+// it is written or ctx ends.
+func (j *DB) deleteRecords(ctx context.Context, refs []record, cutoff time.Time) error {
 	body, _ := json.Marshal(map[string]any{"pruned": len(refs), "older_than": cutoff})
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if _, _, err := j.enqueueLocked(runtime.Event{Kind: KindRecords, Body: body}, refs, nil, false); err == nil {
-		j.log.Info("journal records pruned", "path", j.path, "records", len(refs), "older_than", cutoff.Format(time.RFC3339))
+	_, f, err := j.enqueueLocked(runtime.Event{Kind: KindRecords, Body: body}, refs, nil, true)
+	j.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -1,0 +1,152 @@
+package journal
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/shadowgate/shadowgate/runtime"
+)
+
+// A pending approval taken out of the start index would be forgotten by
+// the next start: the check made at open finds it, and the journal is not
+// trusted.
+func TestStartIndexWithAnEntryRemovedIsDistrusted(t *testing.T) {
+	path := tamperCopy(t, realJournal(t), func(tx *bolt.Tx) error {
+		return tx.Bucket(bStarting).Delete(startingKey(bApprovals, []byte("apr-1")))
+	})
+	if rep := verifyCopy(t, path); rep.OK || !strings.Contains(strings.Join(rep.BadRecords, "\n"), "approvals/apr-1: in force but missing from the start index") {
+		t.Fatalf("verify = %+v; want approvals/apr-1 named as missing from the start index", rep)
+	}
+	j := open(t, path, Options{})
+	<-j.Verified()
+	if err := j.Err(); err == nil || !strings.Contains(err.Error(), "approvals/apr-1") {
+		t.Fatalf("Err = %v; want the journal distrusted, naming approvals/apr-1", err)
+	}
+}
+
+// An entry the records do not account for is named too.
+func TestStartIndexWithAnEntryInsertedIsDistrusted(t *testing.T) {
+	path := tamperCopy(t, realJournal(t), func(tx *bolt.Tx) error {
+		return tx.Bucket(bStarting).Put(startingKey(bApprovals, []byte("apr-ghost")), nil)
+	})
+	if rep := verifyCopy(t, path); rep.OK || !strings.Contains(strings.Join(rep.BadRecords, "\n"), "apr-ghost") {
+		t.Fatalf("verify = %+v; want the ghost entry named", rep)
+	}
+}
+
+// A file without indexes (written before they were kept) is indexed when
+// it opens, and loads as before.
+func TestFileWithoutIndexesIsIndexedAtOpen(t *testing.T) {
+	path := tamperCopy(t, realJournal(t), func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bStarting, bEnded} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bMeta).Delete(kIndexed)
+	})
+	if rep := verifyCopy(t, path); !rep.OK {
+		t.Fatalf("verify of a file without indexes = %+v, want ok", rep)
+	}
+	checkIndexedLoad(t, path)
+}
+
+// A file an older build wrote after this one (its head is past the one
+// the indexes were kept to) is indexed again: an approval that build
+// asked for, and the index does not name, is loaded.
+func TestIndexesBehindTheHeadAreBuiltAgain(t *testing.T) {
+	path := tamperCopy(t, realJournal(t), func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bMeta)
+		if err := meta.Put(kIndexed, binary.BigEndian.AppendUint64(nil, indexedHead(meta)-1)); err != nil {
+			return err
+		}
+		return tx.Bucket(bStarting).Delete(startingKey(bApprovals, []byte("apr-1")))
+	})
+	checkIndexedLoad(t, path)
+}
+
+// checkIndexedLoad opens path, loads it, and checks that what realJournal
+// left open is there and that the check at open finds the indexes sound.
+func checkIndexedLoad(t *testing.T, path string) {
+	t.Helper()
+	j := open(t, path, Options{})
+	s, err := j.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Approvals) != 1 || s.Approvals[0].ID != "apr-1" || len(s.Runs) != 1 || len(s.Rules) != 1 || len(s.Open) != 1 {
+		t.Fatalf("loaded %d approvals, %d runs, %d rules, %d open attempts; want 1 each", len(s.Approvals), len(s.Runs), len(s.Rules), len(s.Open))
+	}
+	<-j.Verified()
+	if err := j.Err(); err != nil {
+		t.Fatalf("Err = %v after the indexes were built", err)
+	}
+}
+
+// Retention deletes what ended before the window in events of at most
+// pruneRecordsChunk records each, keeps what is open or recent, and
+// leaves the ended index with only what it kept.
+func TestRetentionPrunesInSmallEvents(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{KeepRecords: time.Hour})
+	old, recent := time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute)
+	const n = 2*pruneRecordsChunk + 10
+	for i := range n + 2 {
+		id := fmt.Sprintf("run-%04d", i)
+		r := &runtime.RunRecord{ID: id, Plan: runtime.CommandPlan, Status: runtime.RunEnded, StartedAt: old, EndedAt: old}
+		switch i {
+		case n:
+			r.Status, r.EndedAt = runtime.RunRunning, time.Time{}
+		case n + 1:
+			r.EndedAt = recent
+		}
+		commit(t, j, runtime.Async, ev(runtime.KindEnded, `{}`), func(e *runtime.Entry) { e.Run = r })
+	}
+	commit(t, j, runtime.Sync, ev(runtime.KindStarted, `{}`), nil)
+	j.pruneRecords(time.Now())
+	evs, err := j.Events(t.Context(), 0, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []int
+	for _, e := range evs {
+		var b struct {
+			Pruned int `json:"pruned"`
+		}
+		if e.Kind == KindRecords && json.Unmarshal(e.Body, &b) == nil && b.Pruned > 0 {
+			chunks = append(chunks, b.Pruned)
+		}
+	}
+	total := 0
+	for _, c := range chunks {
+		if c > pruneRecordsChunk {
+			t.Errorf("one retention event deleted %d records, more than %d", c, pruneRecordsChunk)
+		}
+		total += c
+	}
+	// The pass retention makes at open may have chosen some of them too,
+	// and a record chosen twice is counted twice.
+	if total < n || len(chunks) < 3 {
+		t.Fatalf("retention deleted %d records in %d events (%v); want %d in at least 3", total, len(chunks), chunks, n)
+	}
+	var runs, ended []string
+	_ = j.db.View(func(tx *bolt.Tx) error {
+		_ = tx.Bucket(bRuns).ForEach(func(k, _ []byte) error { runs = append(runs, string(k)); return nil })
+		_ = tx.Bucket(bEnded).ForEach(func(k, _ []byte) error { ended = append(ended, string(k[8:])); return nil })
+		return nil
+	})
+	want := fmt.Sprintf("run-%04d,run-%04d", n, n+1)
+	if strings.Join(runs, ",") != want || len(ended) != 1 || !strings.HasSuffix(ended[0], fmt.Sprintf("run-%04d", n+1)) {
+		t.Fatalf("kept runs %v, ended index %q; want %s, and the recent one indexed", runs, ended, want)
+	}
+	rep, err := j.Verify(t.Context())
+	if err != nil || !rep.OK {
+		t.Fatalf("verify after retention = %+v, %v", rep, err)
+	}
+}
