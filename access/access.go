@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -60,14 +62,21 @@ func CheckHash(h []byte) error {
 	return nil
 }
 
-// Users is a set of accounts, safe for concurrent use once built.
+// Users is a set of accounts, safe for concurrent use once built. A set
+// never changes: new accounts are a new set, which remembers nothing of
+// the old one's checks (see [Users.CheckCached]).
 type Users struct {
 	byName map[string]*User
+	// remembered holds the successful checks of CheckCached; nil in a set
+	// not made by NewUsers, which then remembers nothing.
+	remembered *remembered
+	// comparisons counts bcrypt comparisons, for Comparisons.
+	comparisons atomic.Uint64
 }
 
 // NewUsers builds the set; names must be unique and hashes bcrypt.
 func NewUsers(us []User) (*Users, error) {
-	s := &Users{byName: map[string]*User{}}
+	s := &Users{byName: map[string]*User{}, remembered: newRemembered()}
 	for i := range us {
 		u := us[i]
 		if u.Name == "" {
@@ -101,21 +110,41 @@ func (s *Users) Names() []string {
 }
 
 // dummyHash is compared against when the user does not exist, so that a
-// wrong name costs as much time as a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("shadowgate: no such user"), bcrypt.DefaultCost)
+// wrong name costs as much time as a wrong password. It is made the first
+// time an unknown name is checked, not when the package is loaded: making
+// it is a bcrypt run (about 90 ms here, several times that on an armv6
+// board), which every start paid, `shadowgate version` and `check`
+// included, though most processes never check an unknown name.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, err := bcrypt.GenerateFromPassword([]byte("shadowgate: no such user"), bcrypt.DefaultCost)
+	if err != nil {
+		panic("access: making the dummy bcrypt hash: " + err.Error()) // a fixed short password cannot fail
+	}
+	return h
+})
 
-// Check returns the user when name and password match.
+// Check returns the user when name and password match. It compares with
+// bcrypt every time, whether or not the user exists, so that a wrong name
+// costs as much as a wrong password. It is safe for concurrent use.
 func (s *Users) Check(name string, password []byte) (*User, bool) {
 	u, ok := s.byName[name]
-	h := dummyHash
+	var h []byte
 	if ok {
 		h = u.Hash
+	} else {
+		h = dummyHash()
 	}
+	s.comparisons.Add(1)
 	if bcrypt.CompareHashAndPassword(h, password) != nil || !ok {
 		return nil, false
 	}
 	return u, true
 }
+
+// Comparisons returns how many passwords s has compared with bcrypt, by
+// Check or by a CheckCached that found nothing to take. It is safe for
+// concurrent use.
+func (s *Users) Comparisons() uint64 { return s.comparisons.Load() }
 
 // HashPassword returns a bcrypt hash of password at the default cost.
 func HashPassword(password []byte) ([]byte, error) {
