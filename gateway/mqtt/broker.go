@@ -378,7 +378,10 @@ func (b *Broker) authenticate(cl *mochi.Client, pk packets.Packet) (*access.User
 		b.limiter.Failed("mqtt", addr, "", "anonymous clients are refused")
 		return nil, false
 	}
-	u, ok := b.opts.Users.Check(name, pk.Connect.Password)
+	// Remembered for a while after bcrypt accepts it: MQTT clients
+	// reconnect often, sometimes all at once, and a wrong password still
+	// costs bcrypt.
+	u, ok := b.opts.Users.CheckCached(name, pk.Connect.Password)
 	if !ok {
 		b.failedLogins.Add(1)
 		b.limiter.Failed("mqtt", addr, name, "wrong user or password")

@@ -14,11 +14,14 @@
 // Listen binds every listener (TCP, TLS, websockets) and says which port
 // it could not bind; Run serves.
 //
-// Clients authenticate with a user from the configuration (bcrypt hashes);
-// anonymous clients are refused unless a role is given to them. A user's
-// ACL is a list of topic filters to publish and to subscribe; an operator
-// or above may publish commands by default, and everyone may subscribe
-// under the prefix. No client may publish on the output topics (state/,
+// Clients authenticate with a user from the configuration (bcrypt hashes;
+// a password bcrypt accepted is remembered for 10 minutes, so a client
+// that reconnects is not checked with bcrypt again, see
+// [access.Users.CheckCached]); anonymous clients are refused unless a
+// role is given to them. A user's ACL is a list of topic filters to
+// publish and to subscribe; an operator or above may publish commands by
+// default, and everyone may subscribe under the prefix. No client may
+// publish on the output topics (state/,
 // reply/, events, approvals/, alarms/, status, checkpoints, ha/): a publish
 // there is dropped and counted. A will is judged at connect time by the
 // same ACL, may name neither an output topic nor a command topic (a will
