@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -249,14 +250,18 @@ func indexedHead(meta *bolt.Bucket) uint64 {
 // checkStarting compares the start index with the records: every record a
 // start must load is in it, and it names nothing else. It returns what
 // disagrees, by record name.
-func checkStarting(tx *bolt.Tx) []string {
+func checkStarting(ctx context.Context, tx *bolt.Tx) []string {
 	var bad []string
 	st := tx.Bucket(bStarting)
 	if st == nil {
 		return []string{"the start index is missing"}
 	}
 	for _, bucket := range indexedBuckets {
+		n := 0
 		_ = tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			if n++; n%4096 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
 			f, _ := factsOf(bucket, recordJSON(v))
 			if in := st.Get(startingKey(bucket, k)) != nil; in != f.starting {
 				if f.starting {

@@ -119,14 +119,14 @@ func (j *DB) verify(ctx context.Context) (store.Report, map[string]bool, error) 
 			return nil // records are checked against a whole chain only
 		}
 		r.BadRecords = append(r.BadRecords, checkMeta(meta, stored)...)
-		r.Records, r.BadRecords = checkRecords(tx, want, anchorSeq, time.Now(), r.BadRecords, badKeys)
+		r.Records, r.BadRecords = checkRecords(ctx, tx, want, anchorSeq, time.Now(), r.BadRecords, badKeys)
 		if head != nil && indexedHead(meta) == head.Seq {
 			// Indexes kept up to the head must agree with the records; a
 			// file whose indexes are behind has them built at its next
 			// open.
-			r.BadRecords = append(r.BadRecords, checkStarting(tx)...)
+			r.BadRecords = append(r.BadRecords, checkStarting(ctx, tx)...)
 		}
-		return nil
+		return ctx.Err()
 	})
 	if err != nil {
 		return r, nil, fmt.Errorf("verifying journal %s: %w", j.path, err)
@@ -157,7 +157,7 @@ func checkMeta(meta *bolt.Bucket, stored int64) []string {
 // checkRecords compares every record of the record buckets with what the
 // events say it must be, and names each that disagrees. It returns how
 // many records it checked.
-func checkRecords(tx *bolt.Tx, want map[string]map[string]*folded, anchor uint64, now time.Time, bad []string, keys map[string]bool) (int, []string) {
+func checkRecords(ctx context.Context, tx *bolt.Tx, want map[string]map[string]*folded, anchor uint64, now time.Time, bad []string, keys map[string]bool) (int, []string) {
 	n := 0
 	for _, bucket := range recordBuckets {
 		b := tx.Bucket(bucket)
@@ -166,6 +166,9 @@ func checkRecords(tx *bolt.Tx, want map[string]map[string]*folded, anchor uint64
 		}
 		w := want[string(bucket)]
 		_ = b.ForEach(func(k, v []byte) error {
+			if n%4096 == 0 && ctx.Err() != nil {
+				return ctx.Err() // the caller says the check was cut short
+			}
 			n++
 			name := string(bucket) + "/" + string(k)
 			before := len(bad)
