@@ -150,3 +150,27 @@ func TestRetentionPrunesInSmallEvents(t *testing.T) {
 		t.Fatalf("verify after retention = %+v, %v", rep, err)
 	}
 }
+
+// The events kept in memory for subscribers are bounded in bytes as well
+// as in number, and what is no longer in memory is read from the file.
+func TestRingIsBoundedInBytes(t *testing.T) {
+	j := open(t, tempPath(t), Options{})
+	body := `{"pad":"` + strings.Repeat("x", 2000) + `"}`
+	for i := range 3000 {
+		d := runtime.Async
+		if i == 2999 {
+			d = runtime.Sync
+		}
+		commit(t, j, d, ev(runtime.KindObserved, body), nil)
+	}
+	j.mu.Lock()
+	n, size := len(j.ring), j.ringSize
+	j.mu.Unlock()
+	if size > ringBytes*5/4 || n >= 3000 {
+		t.Fatalf("the ring holds %d events, %d bytes; want at most %d bytes", n, size, ringBytes*5/4)
+	}
+	evs, err := j.Events(t.Context(), 0, 5000)
+	if err != nil || len(evs) != 3000 || evs[0].Seq != 1 || evs[2999].Seq != 3000 {
+		t.Fatalf("Events from the start = %d events, %v; want all 3000, from the file and memory", len(evs), err)
+	}
+}

@@ -224,6 +224,7 @@ type DB struct {
 	cur       *flush    // the batch being gathered
 	committed uint64    // newest seq written
 	ring      []runtime.Event
+	ringSize  int // the ringCost of ring
 	open      map[string]runtime.Attempt // attempts not terminal, or not yet written
 	stats     Stats
 	notify    func(seq uint64)
@@ -296,6 +297,14 @@ type Stats struct {
 
 // ringMin is how many written events stay in memory for subscribers.
 const ringMin = 4096
+
+// ringBytes bounds the memory of those events too (their bodies and a
+// share for their fields): an idle gateway's ring fills over an hour, and
+// without it would hold several MiB.
+const ringBytes = 1 << 20
+
+// ringCost is what one event in the ring costs, roughly.
+func ringCost(ev *runtime.Event) int { return len(ev.Body) + len(ev.Run) + len(ev.Device) + 160 }
 
 // maxQueue bounds the queued events; an async commit beyond it waits for
 // the writer, so a slow disk cannot exhaust memory.
@@ -728,6 +737,7 @@ func (j *DB) enqueueLocked(ev runtime.Event, records []record, att *runtime.Atte
 	}
 	j.queue = append(j.queue, it)
 	j.ring = append(j.ring, ev)
+	j.ringSize += ringCost(&ev)
 	if sync {
 		j.syncs++
 	}

@@ -137,6 +137,8 @@ func (j *DB) flushOnce() {
 		f.err = j.failed
 		// What was never written must not be served as if it were.
 		for len(j.ring) > 0 && j.ring[len(j.ring)-1].Seq > j.committed {
+			j.ringSize -= ringCost(&j.ring[len(j.ring)-1])
+			j.ring[len(j.ring)-1] = runtime.Event{}
 			j.ring = j.ring[:len(j.ring)-1]
 		}
 		return
@@ -180,10 +182,12 @@ func (j *DB) flushOnce() {
 			}
 		}
 	}
-	if extra := len(j.ring) - ringMin; extra > ringMin/4 {
-		// Trim written events only, a quarter at a time, in place.
-		n := 0
-		for n < extra && j.ring[n].Seq <= j.committed {
+	if len(j.ring)-ringMin > ringMin/4 || j.ringSize-ringBytes > ringBytes/4 {
+		// Trim written events only, a quarter over either bound at a
+		// time, down to both, in place.
+		n, size := 0, j.ringSize
+		for n < len(j.ring) && (len(j.ring)-n > ringMin || size > ringBytes) && j.ring[n].Seq <= j.committed {
+			size -= ringCost(&j.ring[n])
 			n++
 		}
 		j.dropRingLocked(n)
@@ -193,6 +197,9 @@ func (j *DB) flushOnce() {
 // dropRingLocked drops the oldest n events from memory, keeping the array.
 // j.mu must be held.
 func (j *DB) dropRingLocked(n int) {
+	for i := range n {
+		j.ringSize -= ringCost(&j.ring[i])
+	}
 	k := copy(j.ring, j.ring[n:])
 	clear(j.ring[k:])
 	j.ring = j.ring[:k]
