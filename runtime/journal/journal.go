@@ -224,7 +224,7 @@ type DB struct {
 	cur       *flush    // the batch being gathered
 	committed uint64    // newest seq written
 	ring      []runtime.Event
-	ringSize  int // the ringCost of ring
+	ringSize  int                        // the ringCost of ring
 	open      map[string]runtime.Attempt // attempts not terminal, or not yet written
 	stats     Stats
 	notify    func(seq uint64)
