@@ -33,7 +33,7 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func shadowgateBinary(t *testing.T) string {
+func shadowgateBinary(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		if os.Getenv("SHADOWGATE_E2E") == "1" {

@@ -29,7 +29,7 @@ type notifyMsg struct {
 	at   time.Time
 }
 
-func listenNotify(t *testing.T) *notifySocket {
+func listenNotify(t testing.TB) *notifySocket {
 	t.Helper()
 	name := filepath.Join(t.TempDir(), "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
@@ -55,7 +55,7 @@ func listenNotify(t *testing.T) *notifySocket {
 }
 
 // next returns the next datagram, failing after within.
-func (s *notifySocket) next(t *testing.T, within time.Duration) notifyMsg {
+func (s *notifySocket) next(t testing.TB, within time.Duration) notifyMsg {
 	t.Helper()
 	select {
 	case m := <-s.msgs:
@@ -68,7 +68,7 @@ func (s *notifySocket) next(t *testing.T, within time.Duration) notifyMsg {
 
 // await returns the first datagram that has the assignment want (such as
 // "READY=1"), skipping watchdog pings and status refreshes.
-func (s *notifySocket) await(t *testing.T, want string, within time.Duration) notifyMsg {
+func (s *notifySocket) await(t testing.TB, want string, within time.Duration) notifyMsg {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

@@ -1,0 +1,81 @@
+package main
+
+import "fmt"
+
+// figures are the table's rows, with the targets of the performance
+// issue: each is worked out from the benchmarks of one make bench run.
+var figures = []figure{
+	{"judge", "≤ 2 µs/op, ≤ 5 allocs/op", func(r results) (row, bool) {
+		worst, allocs, n := 0.0, 0.0, 0
+		for _, sub := range []string{"read", "ask", "allow", "rule"} {
+			ns, ok := r.get("governance BenchmarkJudge/"+sub, "ns/op")
+			a, ok2 := r.get("governance BenchmarkJudge/"+sub, "allocs/op")
+			if !ok || !ok2 {
+				continue
+			}
+			worst, allocs, n = max(worst, ns), max(allocs, a), n+1
+		}
+		return row{result: fmt.Sprintf("%s, %.0f allocs (the slowest case)", dur(worst), allocs), met: worst <= 2000 && allocs <= 5}, n == 4
+	}},
+	{"governed read step over a raw sim read, bbolt journal", "≤ 20 µs", func(r results) (row, bool) {
+		gov, ok := r.get("runtime/journal BenchmarkReadStep/governed-bbolt", "ns/op")
+		raw, ok2 := r.get("runtime/journal BenchmarkReadStep/raw", "ns/op")
+		return row{result: dur(gov) + " (mean)", baseline: dur(raw) + " raw read", ratio: times(gov / raw), met: gov <= 20_000}, ok && ok2
+	}},
+	{"sync appends, 64 writers, against one Update per append", "≥ 20×", func(r results) (row, bool) {
+		g, ok := r.get("BenchmarkSyncAppend/group/writers=64", "appends/s")
+		n, ok2 := r.get("BenchmarkSyncAppend/naive/writers=64", "appends/s")
+		return row{result: fmt.Sprintf("%.0f appends/s", g), baseline: fmt.Sprintf("%.0f appends/s", n), ratio: times(g / n), met: g/n >= 20}, ok && ok2
+	}},
+	{"governed write over MQTT, cmd → reply, sync journal", "p50 ≤ 2 fsyncs + 0.3 ms; p99 ≤ 3× p50", func(r results) (row, bool) {
+		p50, ok := r.get("BenchmarkCommandRoundTrip/mqtt", "p50-µs")
+		p99, ok2 := r.get("BenchmarkCommandRoundTrip/mqtt", "p99-µs")
+		fs, ok3 := r.get("BenchmarkCommandRoundTrip/mqtt", "µs/fsync")
+		bound := 2*fs + 300
+		return row{result: fmt.Sprintf("p50 %.2f ms, p99 %.2f ms", p50/1000, p99/1000), baseline: fmt.Sprintf("%.2f ms per fsync", fs/1000),
+			ratio: fmt.Sprintf("p50 %s of the bound, p99 %s p50", times(p50/bound), times(p99/p50)), met: p50 <= bound && p99 <= 3*p50}, ok && ok2 && ok3
+	}},
+	throughput(0), throughput(1),
+	{"MQTT connect with a password, repeat connect", "≤ 1 ms", func(r results) (row, bool) {
+		rep, ok := r.get("BenchmarkMQTTConnectRepeat", "ns/op")
+		first, ok2 := r.get("BenchmarkMQTTConnectRepeat", "first-ns/connect")
+		return row{result: dur(rep), baseline: dur(first) + " first connect", ratio: times(rep / first), met: rep <= 1e6}, ok && ok2
+	}},
+	ready("empty", 30), ready("events=100k", 100), ready("runs=100k", 100),
+	start("journal open and load, 100,000 events", "runtime/journal BenchmarkRecovery"),
+	start("journal open and load, 100,000 finished runs", "runtime/journal BenchmarkStartWithHistory"),
+	{"a sync append while records are pruned", "≤ 2× its time without pruning", func(r results) (row, bool) {
+		w, ok := r.get("BenchmarkSyncAppendWhilePruning/while-pruning", "p50-ms")
+		a, ok2 := r.get("BenchmarkSyncAppendWhilePruning/alone", "p50-ms")
+		mx, ok3 := r.get("BenchmarkSyncAppendWhilePruning/while-pruning", "max-ms")
+		return row{result: fmt.Sprintf("p50 %.2f ms, max %.0f ms", w, mx), baseline: fmt.Sprintf("p50 %.2f ms with nothing to prune", a), ratio: times(w / a), met: w <= 2*a}, ok && ok2 && ok3
+	}},
+}
+
+// throughput is the broker's row at a QoS.
+func throughput(qos int) figure {
+	return figure{fmt.Sprintf("broker throughput with our hooks against bare mochi, QoS %d", qos), "≥ 0.95×", func(r results) (row, bool) {
+		sg, ok := r.get(fmt.Sprintf("BenchmarkFanIn/shadowgate/qos=%d", qos), "msgs/s")
+		bare, ok2 := r.get(fmt.Sprintf("BenchmarkFanIn/bare/qos=%d", qos), "msgs/s")
+		return row{result: fmt.Sprintf("%.0f msgs/s", sg), baseline: fmt.Sprintf("%.0f msgs/s bare mochi", bare), ratio: times(sg / bare), met: sg/bare >= 0.95}, ok && ok2
+	}}
+}
+
+// start is a journal start's row: open and load against bbolt's open.
+func start(name, bench string) figure {
+	return figure{name, "≤ 100 ms", func(r results) (row, bool) {
+		s, ok := r.get(bench+"/open-and-load", "ns/op")
+		o, ok2 := r.get(bench+"/bbolt-open", "ns/op")
+		return row{result: dur(s), baseline: dur(o) + " bbolt open", ratio: times(s / o), met: s <= 100e6}, ok && ok2
+	}}
+}
+
+// ready is a row of the binary's cold start to READY=1, against the same
+// binary printing its version (a process start and nothing else).
+func ready(state string, targetMs float64) figure {
+	return figure{"cold start to READY, " + state, fmt.Sprintf("≤ %.0f ms", targetMs), func(r results) (row, bool) {
+		ms, ok := r.get("BenchmarkColdStart/"+state, "ready-ms")
+		v, ok2 := r.get("BenchmarkColdStart/version", "ns/op")
+		return row{result: fmt.Sprintf("%.1f ms", ms), baseline: dur(v) + " shadowgate version", ratio: times(ms * 1e6 / v), met: ms <= targetMs}, ok && ok2
+	}}
+}
