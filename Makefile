@@ -20,8 +20,14 @@ N ?= 100
 torture:
 	SHADOWGATE_TORTURE=$(N) go test -run '^TestTorture$$' -count=1 -v -timeout 60m ./cmd/shadowgate
 
+# make bench: every benchmark once, at a fixed -benchtime and -count, to
+# bench/results.txt (benchstat's input format), then the table of figures
+# against their targets (bench/table). A figure not measured fails it.
+BENCHTIME  ?= 300ms
+BENCHCOUNT ?= 1
 bench:
-	go test -run '^$$' -bench . -benchmem ./...
+	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./... | tee bench/results.txt
+	go run ./bench/table bench/results.txt
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
