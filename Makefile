@@ -26,7 +26,8 @@ torture:
 BENCHTIME  ?= 300ms
 BENCHCOUNT ?= 1
 bench:
-	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./... | tee bench/results.txt
+	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./... > bench/results.txt 2>&1; \
+	status=$$?; cat bench/results.txt; exit $$status
 	go run ./bench/table bench/results.txt
 
 lint:
