@@ -116,6 +116,13 @@ type Broker struct {
 	haActuators map[string]bool
 	haSaid      *rates
 
+	// defPub and defSub are the filters of a user who lists none (defPub
+	// for an operator or above), and anon the anonymous user, or nil: set
+	// by New, so that the ACL check of every publish and delivery
+	// allocates nothing.
+	defPub, defSub []string
+	anon           *access.User
+
 	deniedPub, deniedSub, failedLogins, refusedConnects, commands, rateLimited atomic.Int64
 
 	// offline is the stop's watch on the sending of "offline", while it
@@ -175,6 +182,11 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 		sessions: sessions{claims: map[string]claim{}},
 		limiter:  access.NewLimiter(opts.Logger, opts.Now), rate: newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)}
 	b.limiter.Summarize = b.noteFailures
+	b.defPub = []string{opts.Prefix + "cmd/#", opts.Prefix + "run/#"}
+	b.defSub = []string{opts.Prefix + "#"}
+	if opts.Anonymous != nil {
+		b.anon = &access.User{Name: "anonymous", Role: *opts.Anonymous}
+	}
 	if ha := opts.HomeAssistant; ha != nil {
 		b.haActuators = map[string]bool{}
 		b.haSaid = newRates(opts.CommandsPerMinute, opts.CommandBurst, opts.Now)
@@ -328,10 +340,7 @@ func (b *Broker) clientUser(cl *mochi.Client) (*access.User, bool) {
 // userNamed returns a configured user, or the anonymous one for "".
 func (b *Broker) userNamed(name string) (*access.User, bool) {
 	if name == "" {
-		if b.opts.Anonymous == nil {
-			return nil, false
-		}
-		return &access.User{Name: "anonymous", Role: *b.opts.Anonymous}, true
+		return b.anon, b.anon != nil
 	}
 	return b.opts.Users.Lookup(name)
 }
@@ -396,10 +405,10 @@ func (b *Broker) defaultPublish(r access.Role) []string {
 	if !r.AtLeast(access.Operator) {
 		return nil
 	}
-	return []string{b.opts.Prefix + "cmd/#", b.opts.Prefix + "run/#"}
+	return b.defPub
 }
 
-func (b *Broker) defaultSubscribe() []string { return []string{b.opts.Prefix + "#"} }
+func (b *Broker) defaultSubscribe() []string { return b.defSub }
 
 // allowed reports whether the client may publish to a topic (write) or
 // subscribe to a filter.

@@ -157,7 +157,10 @@ func (b *Broker) haOwned(topic string) bool {
 	if ha == nil {
 		return false
 	}
-	return strings.HasPrefix(topic, ha.Prefix+"/") && topic != ha.Prefix+"/status"
+	// Under "<prefix>/" but not "<prefix>/status", without building
+	// either: this runs for every publish.
+	rest, ok := strings.CutPrefix(topic, ha.Prefix)
+	return ok && strings.HasPrefix(rest, "/") && rest != "/status"
 }
 
 // publishHA publishes the integration's retained messages.

@@ -7,42 +7,59 @@ import (
 
 // Matches reports whether the topic filter matches the topic name, with
 // MQTT's wildcards: "+" is one level, a final "#" is any number of levels,
-// the parent included.
+// the parent included. It allocates nothing: the broker asks it for every
+// publish and every delivery.
 func Matches(filter, topic string) bool {
-	f := strings.Split(filter, "/")
-	t := strings.Split(topic, "/")
-	for i, level := range f {
+	f, t := filter, topic
+	tEnded := false // every level of topic has been compared
+	for {
+		level, fRest, fMore := strings.Cut(f, "/")
 		if level == "#" {
-			return i == len(f)-1
+			return !fMore
 		}
-		if i >= len(t) || (level != "+" && level != t[i]) {
+		if tEnded {
 			return false
 		}
+		tLevel, tRest, tMore := strings.Cut(t, "/")
+		if level != "+" && level != tLevel {
+			return false
+		}
+		if !fMore {
+			return !tMore
+		}
+		tEnded = !tMore
+		f, t = fRest, tRest
 	}
-	return len(f) == len(t)
 }
 
 // Covers reports whether every topic that filter can match is matched by
-// pattern, so that a subscription to filter may be allowed by pattern.
+// pattern, so that a subscription to filter may be allowed by pattern. It
+// allocates nothing.
 func Covers(pattern, filter string) bool {
-	p := strings.Split(pattern, "/")
-	f := strings.Split(filter, "/")
-	for i, level := range p {
+	p, f := pattern, filter
+	fEnded := false // every level of filter has been compared
+	for {
+		level, pRest, pMore := strings.Cut(p, "/")
 		if level == "#" {
-			return i == len(p)-1
+			return !pMore
 		}
-		if i >= len(f) {
+		if fEnded {
 			return false
 		}
+		fLevel, fRest, fMore := strings.Cut(f, "/")
 		switch {
-		case f[i] == "#":
+		case fLevel == "#":
 			return false // the filter reaches further than the pattern
 		case level == "+":
-		case f[i] == "+" || level != f[i]:
+		case fLevel == "+" || level != fLevel:
 			return false
 		}
+		if !pMore {
+			return !fMore
+		}
+		fEnded = !fMore
+		p, f = pRest, fRest
 	}
-	return len(p) == len(f)
 }
 
 // topicName says why s is not a topic name a client may have the gateway
