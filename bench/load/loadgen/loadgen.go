@@ -71,8 +71,14 @@ func (l *load) dial(ctx context.Context, name string, orderMatters bool) (paho.C
 	return cl, nil
 }
 
-// wait waits for a token, or for ctx.
+// wait waits for a token, or for ctx. A token already complete wins over
+// a ctx already done.
 func wait(ctx context.Context, tok paho.Token) error {
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	default:
+	}
 	select {
 	case <-tok.Done():
 		return tok.Error()
@@ -206,6 +212,13 @@ func (l *load) publish(ctx context.Context, p paho.Client, i int) int64 {
 	for k := int64(0); pace(ctx, start, k, c.Rate); k++ {
 		slot := int(k % int64(len(window)))
 		if tok := window[slot]; tok != nil {
+			select {
+			case <-tok.Done():
+			case <-ctx.Done():
+				// The load is over; the tail below settles what is
+				// still in flight.
+				continue
+			}
 			settle(tok, ctx)
 			window[slot] = nil
 		}
