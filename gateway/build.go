@@ -22,6 +22,7 @@ import (
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/internal/omit"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
 	"github.com/shadowgate/shadowgate/value"
@@ -360,7 +361,10 @@ func (c *checker) build(cfg *Config) *Built {
 	b.Journal = c.journal(path{"journal"}, cfg.Journal)
 	b.Users = c.users(cfg.Users)
 	b.MQTT = c.mqtt(path{"mqtt"}, cfg.MQTT, b.GatewayID)
-	if cfg.Uplink != nil {
+	switch {
+	case cfg.Uplink != nil && omit.Uplink:
+		c.errf(path{"uplink"}, "%s", omit.UplinkPart.Refusal())
+	case cfg.Uplink != nil:
 		b.Uplink = c.uplink(path{"uplink"}, cfg.Uplink, b.GatewayID)
 	}
 	b.Web = c.web(path{"web"}, cfg.Web)

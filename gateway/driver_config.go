@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/internal/omit"
 )
 
 // BuiltDriver is a configured driver, checked by its factory, ready to
@@ -55,6 +56,8 @@ func (c *checker) drivers(dcs []DriverConfig) ([]*driverEntry, map[string]bool) 
 		switch {
 		case d.Type == "":
 			c.errf(e.at, "a driver names its type (this build has: %s)", types)
+		case !known && omit.OPCUA && d.Type == "opcua":
+			c.errf(e.at.with("type"), "%s", omit.OPCUAPart.Refusal())
 		case !known:
 			c.errf(e.at.with("type"), "unknown driver type %q (this build has: %s)", d.Type, types)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/gateway/mqtt"
 	"github.com/shadowgate/shadowgate/gateway/uplink"
+	"github.com/shadowgate/shadowgate/internal/omit"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
 	"github.com/shadowgate/shadowgate/web"
@@ -221,7 +222,9 @@ func (g *instance) buildSurfaces() error {
 	if cfg.Uplink != nil && g.db == nil {
 		log.Error("the uplink is off: its outbox lives in the journal, which cannot be used")
 	}
-	if cfg.Uplink != nil && g.db != nil {
+	// A build without the uplink refuses its configuration at load; the
+	// constant lets the linker leave the client out.
+	if !omit.Uplink && cfg.Uplink != nil && g.db != nil {
 		uo := *cfg.Uplink
 		uo.Logger = log.With("component", "uplink")
 		if g.link, err = uplink.New(g.eng, g.db.Outbox(), uo); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/internal/omit"
 	"github.com/shadowgate/shadowgate/web"
 )
 
@@ -43,6 +44,10 @@ type MCPConfig struct {
 // modes, and returns the endpoint's options; nil when it is off.
 func (c *checker) mcp(p path, mc *MCPConfig, cfg *Config, b *Built) *web.MCPOptions {
 	if mc == nil || !mc.Enabled {
+		return nil
+	}
+	if omit.MCP {
+		c.errf(p, "%s", omit.MCPPart.Refusal())
 		return nil
 	}
 	if b.Web == nil {

@@ -1,3 +1,5 @@
+//go:build !shadowgate_omit_mcp
+
 package web
 
 import (
@@ -24,44 +26,6 @@ import (
 	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 )
-
-// MCPPath is where the MCP endpoint is served, on the console's port.
-const MCPPath = "/mcp"
-
-// MCPOptions turn on the MCP endpoint, [MCPPath]: the Model Context
-// Protocol over streamable HTTP, for AI agents. An agent calls tools that
-// run through the same code as the API: every read and write is a step
-// the engine judges and journals, as the principal "mcp:<token name>".
-// An agent never answers an approval, changes the mode or makes a rule.
-type MCPOptions struct {
-	// Tokens names the tokens (Options.Tokens) that are agents'; any
-	// other token is refused on [MCPPath] with 403, and these are refused
-	// with 403 everywhere else, where the agent's checks would not hold.
-	// A viewer token lists, reads and follows; an operator token also
-	// requests writes and starts plans. An approver's or an admin's token
-	// is refused (403) even if named: an agent must never approve.
-	Tokens []string
-	// PerMinute and Burst bound each token's tool calls. Defaults 60 and
-	// 10; a call over the bound is refused, saying when to try again.
-	// Every HTTP request to the endpoint (the handshake, pings, listings
-	// and the calls themselves) also spends from a second budget of the
-	// token's, twice that rate with a burst of twice Burst plus 10: a
-	// request over it is answered 429 with Retry-After.
-	PerMinute, Burst int
-	// Modes are the modes in which agents may call tools. In any other
-	// mode every tool call, read and listing is refused, saying so, and
-	// the runs agents started are cancelled. Empty means every mode but
-	// maintenance and the modes based on it, as the modes are at each
-	// call: a reload that bases a mode on maintenance turns agents away
-	// at once.
-	Modes []string
-	// ConsoleURL is the console's address as a person reaches it
-	// ("https://gw.local:8080"), for the links an agent shows its user.
-	// Empty means the scheme and host of the agent's own request.
-	ConsoleURL string
-	// Version is the gateway's version, told to clients.
-	Version string
-}
 
 // maxSessions is how many MCP sessions one token may hold open at once.
 // A session lasts until its client ends it or it is idle for 30 minutes.
@@ -128,10 +92,11 @@ const consoleHeader = "X-Shadowgate-Console"
 // mountMCP serves [MCPPath] when Options.MCP is set. The endpoint is
 // taken before routing, so that an agent's failures are answered as an
 // agent needs (JSON, 401 with WWW-Authenticate), never by the console's
-// redirect to its login page.
-func (s *Server) mountMCP() {
+// redirect to its login page. It returns an error only in a build
+// without MCP (mcp_off.go).
+func (s *Server) mountMCP() error {
 	if s.opts.MCP == nil {
-		return
+		return nil
 	}
 	o := *s.opts.MCP
 	if o.PerMinute <= 0 {
@@ -175,6 +140,7 @@ func (s *Server) mountMCP() {
 	m.handler = http.NewCrossOriginProtection().Handler(auth.RequireBearerToken(verify, nil)(stream))
 	s.e.Pre(m.gate)
 	s.e.Server.RegisterOnShutdown(m.close)
+	return nil
 }
 
 // gate answers [MCPPath]: it identifies the caller by the same token

@@ -1,3 +1,5 @@
+//go:build !shadowgate_omit_metrics
+
 package web
 
 import (
@@ -47,6 +49,9 @@ func (m *Metrics) ObserveStep(k runtime.ObservationKind, d time.Duration) {
 
 // ObserveCommit records one journal write.
 func (m *Metrics) ObserveCommit(d time.Duration, _ int) { m.fsync.Observe(d.Seconds()) }
+
+// sentEvent counts one event sent to an event-stream client.
+func (m *Metrics) sentEvent() { m.sseSent.Inc() }
 
 // watch registers the gauges read from the engine and the other surfaces;
 // now is the clock shelving is judged by.
@@ -136,7 +141,8 @@ type collectorFunc struct {
 func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
-// metrics serves the Prometheus text format. The server's gzip middleware
+// metrics serves the Prometheus text format (metrics_off.go answers 404
+// in a build without metrics). The server's gzip middleware
 // compresses it where the client accepts gzip, so promhttp must not
 // compress it a second time.
 func (s *Server) metrics(c echo.Context) error {

@@ -191,7 +191,9 @@ func New(eng *runtime.Engine, opts Options) (*Server, error) {
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024, Skipper: isStream}))
 	s.e = e
 	s.routes()
-	s.mountMCP()
+	if err := s.mountMCP(); err != nil {
+		return nil, err
+	}
 	opts.Metrics.watch(eng, opts.MQTTStats, opts.UplinkStats, opts.Now)
 	return s, nil
 }

@@ -121,7 +121,7 @@ loop:
 				break loop
 			}
 			w.Flush()
-			s.opts.Metrics.sseSent.Inc()
+			s.opts.Metrics.sentEvent()
 		case <-keepalive.C:
 			if cookie != "" {
 				if _, ok, _ := s.opts.Sessions.Get(cookie, s.opts.Now()); !ok {

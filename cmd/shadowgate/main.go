@@ -7,7 +7,7 @@
 //	shadowgate opcua trust|browse URL        an OPC-UA server's certificate and nodes
 //	shadowgate mcp                           serve MCP on stdio, bridged to the gateway's /mcp
 //	shadowgate hash-password | hash-token    make secrets for the configuration
-//	shadowgate version                       print the version
+//	shadowgate version                       print the version and the parts the build omits
 //
 // Exit codes: 0 ok, 1 usage, 2 configuration, 3 refused, 4 timeout,
 // 5 unavailable.
@@ -32,6 +32,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/examples"
 	"github.com/shadowgate/shadowgate/gateway"
+	"github.com/shadowgate/shadowgate/internal/omit"
 	"github.com/shadowgate/shadowgate/runtime"
 )
 
@@ -69,7 +70,7 @@ commands:
   mcp [--url URL] [--token-file F]              serve MCP to an agent host on stdio, through the gateway's /mcp
   hash-password                                 bcrypt a password read from standard input
   hash-token                                    make an API token and the hash to configure
-  version                                       print the version
+  version                                       print the version and the parts the build omits
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -89,6 +90,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "opcua":
 		return opcuaCmd(args[1:], stdout, stderr)
 	case "mcp":
+		if omit.MCP {
+			// The constant lets the linker leave the MCP client out.
+			fmt.Fprintln(stderr, "shadowgate mcp: "+omit.MCPPart.Refusal())
+			return exitUsage
+		}
 		return mcpCmd(args[1:], stdin, stdout, stderr)
 	case "hash-password":
 		return hashPassword(stdin, stdout, stderr)
@@ -106,6 +112,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return hashToken(stdout)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "shadowgate", version)
+		for _, p := range omit.Omitted() {
+			fmt.Fprintf(stdout, "omits %s (%s)\n", p.Name(), p.Tag())
+		}
 		return exitOK
 	case "help", "--help", "-h":
 		fmt.Fprint(stdout, usage)

@@ -1,3 +1,5 @@
+//go:build !shadowgate_omit_opcua
+
 package main
 
 import (
