@@ -90,11 +90,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "opcua":
 		return opcuaCmd(args[1:], stdout, stderr)
 	case "mcp":
-		if omit.MCP {
-			// The constant lets the linker leave the MCP client out.
-			fmt.Fprintln(stderr, "shadowgate mcp: "+omit.MCPPart.Refusal())
-			return exitUsage
-		}
 		return mcpCmd(args[1:], stdin, stdout, stderr)
 	case "hash-password":
 		return hashPassword(stdin, stdout, stderr)

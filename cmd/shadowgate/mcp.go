@@ -1,3 +1,5 @@
+//go:build !shadowgate_omit_mcp
+
 package main
 
 import (
