@@ -24,8 +24,13 @@ import (
 //   - bStarting names the records a start loads (Load): attempts not
 //     terminal, approvals pending, rules not revoked, runs not ended, and
 //     ended plan runs that a request id started. Key: bucket ‖ 0 ‖ key.
+//
 //   - bEnded names the records retention may delete, by when they ended,
 //     oldest first. Key: u64 Unix nanoseconds ‖ bucket ‖ 0 ‖ key.
+//
+//   - bEndedBy holds each bEnded entry's time by record, so that a change
+//     finds the entry to replace without reading the record it replaces.
+//     Key: bucket ‖ 0 ‖ key; value: u64 Unix nanoseconds.
 //
 // The meta key kIndexed holds the head (u64 seq) the indexes were kept up
 // to. A file whose head differs was written by a build that did not keep
@@ -33,6 +38,7 @@ import (
 var (
 	bStarting = []byte("index-starting")
 	bEnded    = []byte("index-ended")
+	bEndedBy  = []byte("index-ended-by")
 	kIndexed  = []byte("indexed")
 )
 
@@ -63,10 +69,55 @@ type indexFacts struct {
 	ended time.Time
 }
 
-// factsOf reads the facts of a record of an indexed bucket from its JSON,
-// as Load and retention judge it. A record that cannot be read is taken as
-// starting, so that Load names it; ok is false for a bucket not indexed.
+// The facts of each kind of record, from the fields that decide them, as
+// Load and retention judge them. encodeRecords takes them from the typed
+// record; factsOf from the JSON of one already stored.
+
+func attemptFacts(state runtime.AttemptState, updated time.Time) indexFacts {
+	if !state.Terminal() {
+		return indexFacts{starting: true}
+	}
+	return indexFacts{ended: updated}
+}
+
+func approvalFacts(status runtime.ApprovalStatus, requested time.Time) indexFacts {
+	if status == runtime.ApprovalPending {
+		return indexFacts{starting: true}
+	}
+	return indexFacts{ended: requested}
+}
+
+func runFacts(status runtime.RunStatus, plan, requestID string, ended time.Time) indexFacts {
+	if status != runtime.RunEnded {
+		return indexFacts{starting: true}
+	}
+	return indexFacts{starting: requestID != "" && plan != runtime.CommandPlan, ended: ended}
+}
+
+func ruleFacts(r *runtime.RuleRecord) indexFacts {
+	switch {
+	case r.Revoked:
+		return indexFacts{ended: r.MadeAt}
+	case !r.Rule.ExpiresAt.IsZero():
+		// Spent once it expired; retention counts from the later of when
+		// it was made and when it expired.
+		return indexFacts{starting: true, ended: later(r.MadeAt, r.Rule.ExpiresAt)}
+	}
+	return indexFacts{starting: true}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// factsOf reads the facts of a record of an indexed bucket from its JSON.
+// A record that cannot be read is taken as starting, so that Load names
+// it; ok is false for a bucket not indexed.
 func factsOf(bucket, js []byte) (f indexFacts, ok bool) {
+	unreadable := indexFacts{starting: true}
 	switch string(bucket) {
 	case string(bEffects):
 		var a struct {
@@ -74,24 +125,18 @@ func factsOf(bucket, js []byte) (f indexFacts, ok bool) {
 			Updated time.Time            `json:"updated"`
 		}
 		if json.Unmarshal(js, &a) != nil {
-			return indexFacts{starting: true}, true
+			return unreadable, true
 		}
-		if !a.State.Terminal() {
-			return indexFacts{starting: true}, true
-		}
-		return indexFacts{ended: a.Updated}, true
+		return attemptFacts(a.State, a.Updated), true
 	case string(bApprovals):
 		var a struct {
 			Status      runtime.ApprovalStatus `json:"status"`
 			RequestedAt time.Time              `json:"requested_at"`
 		}
 		if json.Unmarshal(js, &a) != nil {
-			return indexFacts{starting: true}, true
+			return unreadable, true
 		}
-		if a.Status == runtime.ApprovalPending {
-			return indexFacts{starting: true}, true
-		}
-		return indexFacts{ended: a.RequestedAt}, true
+		return approvalFacts(a.Status, a.RequestedAt), true
 	case string(bRuns):
 		var r struct {
 			Status    runtime.RunStatus `json:"status"`
@@ -100,30 +145,15 @@ func factsOf(bucket, js []byte) (f indexFacts, ok bool) {
 			EndedAt   time.Time         `json:"ended_at"`
 		}
 		if json.Unmarshal(js, &r) != nil {
-			return indexFacts{starting: true}, true
+			return unreadable, true
 		}
-		if r.Status != runtime.RunEnded {
-			return indexFacts{starting: true}, true
-		}
-		return indexFacts{starting: r.RequestID != "" && r.Plan != runtime.CommandPlan, ended: r.EndedAt}, true
+		return runFacts(r.Status, r.Plan, r.RequestID, r.EndedAt), true
 	case string(bRules):
 		var r runtime.RuleRecord
 		if json.Unmarshal(js, &r) != nil {
-			return indexFacts{starting: true}, true
+			return unreadable, true
 		}
-		switch {
-		case r.Revoked:
-			return indexFacts{ended: r.MadeAt}, true
-		case !r.Rule.ExpiresAt.IsZero():
-			// Spent once it expired; retention counts from the later of
-			// when it was made and when it expired.
-			end := r.Rule.ExpiresAt
-			if r.MadeAt.After(end) {
-				end = r.MadeAt
-			}
-			return indexFacts{starting: true, ended: end}, true
-		}
-		return indexFacts{starting: true}, true
+		return ruleFacts(&r), true
 	}
 	return indexFacts{}, false
 }
@@ -155,59 +185,54 @@ func splitIndexKey(k []byte) (bucket, key []byte, ok bool) {
 }
 
 // indexChange keeps the indexes of the record bucket/key in step with a
-// change from old to js (either nil for none). It runs in the transaction
-// that changes the record.
-func indexChange(tx *bolt.Tx, bucket, key, old, js []byte) error {
-	if _, ok := factsOf(bucket, []byte("{}")); !ok {
+// change to is (nil: the record is deleted). What the record was is read
+// from the indexes themselves, not decoded from the record. It runs in the
+// transaction that changes the record.
+func indexChange(tx *bolt.Tx, bucket, key []byte, is *indexFacts) error {
+	if !indexed(bucket) {
 		return nil
 	}
-	var was, is indexFacts
-	var ok bool
-	if old != nil {
-		if _, oj, err := unwrapRecord(old); err == nil {
-			was, ok = factsOf(bucket, oj)
+	if is == nil {
+		is = &indexFacts{}
+	}
+	st, en, by := tx.Bucket(bStarting), tx.Bucket(bEnded), tx.Bucket(bEndedBy)
+	sk := startingKey(bucket, key)
+	if was := st.Get(sk) != nil; was != is.starting {
+		var err error
+		if is.starting {
+			err = st.Put(sk, nil)
 		} else {
-			was, ok = factsOf(bucket, nil)
+			err = st.Delete(sk)
 		}
-		if !ok {
-			return nil
-		}
-	}
-	if js != nil {
-		if is, ok = factsOf(bucket, js); !ok {
-			return nil
-		}
-	}
-	st, en := tx.Bucket(bStarting), tx.Bucket(bEnded)
-	if was.starting && !is.starting {
-		if err := st.Delete(startingKey(bucket, key)); err != nil {
+		if err != nil {
 			return err
 		}
 	}
-	if is.starting && !was.starting {
-		if err := st.Put(startingKey(bucket, key), nil); err != nil {
+	var wasEnded time.Time
+	if v := by.Get(sk); len(v) == 8 {
+		wasEnded = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
+	}
+	if wasEnded.Equal(is.ended) {
+		return nil
+	}
+	if !wasEnded.IsZero() {
+		if err := en.Delete(endedKey(wasEnded, bucket, key)); err != nil {
 			return err
 		}
 	}
-	if !was.ended.Equal(is.ended) {
-		if !was.ended.IsZero() {
-			if err := en.Delete(endedKey(was.ended, bucket, key)); err != nil {
-				return err
-			}
-		}
-		if !is.ended.IsZero() {
-			if err := en.Put(endedKey(is.ended, bucket, key), nil); err != nil {
-				return err
-			}
-		}
+	if is.ended.IsZero() {
+		return by.Delete(sk)
 	}
-	return nil
+	if err := en.Put(endedKey(is.ended, bucket, key), nil); err != nil {
+		return err
+	}
+	return by.Put(sk, binary.BigEndian.AppendUint64(nil, uint64(max(is.ended.UnixNano(), 0))))
 }
 
-// rebuildIndexes builds both indexes again from the records, for a file
+// rebuildIndexes builds the indexes again from the records, for a file
 // that had none or was last written by a build that did not keep them.
 func rebuildIndexes(tx *bolt.Tx) (int, error) {
-	for _, name := range [][]byte{bStarting, bEnded} {
+	for _, name := range [][]byte{bStarting, bEnded, bEndedBy} {
 		if tx.Bucket(name) != nil {
 			if err := tx.DeleteBucket(name); err != nil {
 				return 0, err
@@ -221,7 +246,8 @@ func rebuildIndexes(tx *bolt.Tx) (int, error) {
 	for _, bucket := range indexedBuckets {
 		err := tx.Bucket(bucket).ForEach(func(k, v []byte) error {
 			n++
-			return indexChange(tx, bucket, k, nil, recordJSON(v))
+			f, _ := factsOf(bucket, recordJSON(v))
+			return indexChange(tx, bucket, k, &f)
 		})
 		if err != nil {
 			return n, fmt.Errorf("indexing %s: %w", bucket, err)

@@ -174,3 +174,37 @@ func TestRingIsBoundedInBytes(t *testing.T) {
 		t.Fatalf("Events from the start = %d events, %v; want all 3000, from the file and memory", len(evs), err)
 	}
 }
+
+// A record whose end moves (a rule that expires, then is revoked) has one
+// entry in the ended index, at its latest end, and none once deleted.
+func TestEndedIndexFollowsARecord(t *testing.T) {
+	j := open(t, tempPath(t), Options{})
+	made := time.Now().Add(-time.Hour).UTC().Round(0)
+	r := &runtime.RuleRecord{MadeAt: made}
+	r.Rule.ID, r.Rule.Device, r.Rule.ExpiresAt = "rule-1", "valve-1", made.Add(2*time.Hour)
+	commit(t, j, runtime.Sync, ev(runtime.KindRuleAdded, `{}`), func(e *runtime.Entry) { e.Rule = r })
+	entries := func() []string {
+		var out []string
+		_ = j.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bEnded).ForEach(func(k, _ []byte) error {
+				out = append(out, fmt.Sprintf("%d %s", binary.BigEndian.Uint64(k[:8]), k[8:]))
+				return nil
+			})
+		})
+		return out
+	}
+	want := func(at time.Time) string { return fmt.Sprintf("%d rules\x00rule-1", at.UnixNano()) }
+	if got := entries(); len(got) != 1 || got[0] != want(r.Rule.ExpiresAt) {
+		t.Fatalf("ended index after the rule was made = %q; want it at its expiry", got)
+	}
+	revoked := *r
+	revoked.Revoked = true
+	commit(t, j, runtime.Sync, ev(runtime.KindRuleRevoked, `{}`), func(e *runtime.Entry) { e.Rule = &revoked })
+	if got := entries(); len(got) != 1 || got[0] != want(made) {
+		t.Fatalf("ended index after the rule was revoked = %q; want one entry, at when it was made", got)
+	}
+	j.pruneRecordsCtx(t.Context(), made.Add(30*24*time.Hour+time.Minute))
+	if got := entries(); len(got) != 0 {
+		t.Fatalf("ended index after retention deleted the rule = %q; want none", got)
+	}
+}

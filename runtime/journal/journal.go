@@ -46,7 +46,7 @@ var (
 	bOutbox    = []byte("outbox")
 	bMeta      = []byte("meta")
 	bSessions  = []byte("sessions")
-	buckets    = [][]byte{bJournal, bEffects, bApprovals, bRules, bRuns, bState, bOutbox, bMeta, bSessions, bStarting, bEnded}
+	buckets    = [][]byte{bJournal, bEffects, bApprovals, bRules, bRuns, bState, bOutbox, bMeta, bSessions, bStarting, bEnded, bEndedBy}
 
 	kSchema = []byte("schema")
 	kHead   = []byte("head")

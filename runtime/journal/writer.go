@@ -262,6 +262,9 @@ func (j *DB) writeBatch(tx *bolt.Tx, batch []item) (uint64, uint64, error) {
 type record struct {
 	ref
 	js []byte
+	// facts are the indexes' facts of an opPut's record, from its typed
+	// value; nil: read from js.
+	facts *indexFacts
 }
 
 func (r record) bucketName() []byte { return []byte(r.bucket) }
@@ -278,7 +281,12 @@ func applyRecord(tx *bolt.Tx, seq uint64, r record) error {
 	v := b.Get(key)
 	switch r.op {
 	case opPut:
-		if err := indexChange(tx, r.bucketName(), key, v, r.js); err != nil {
+		facts := r.facts
+		if facts == nil {
+			f, _ := factsOf(r.bucketName(), r.js)
+			facts = &f
+		}
+		if err := indexChange(tx, r.bucketName(), key, facts); err != nil {
 			return err
 		}
 		return b.Put(key, wrapRecord(seq, r.js))
@@ -286,7 +294,7 @@ func applyRecord(tx *bolt.Tx, seq uint64, r record) error {
 		if v == nil {
 			return nil
 		}
-		if err := indexChange(tx, r.bucketName(), key, v, nil); err != nil {
+		if err := indexChange(tx, r.bucketName(), key, nil); err != nil {
 			return err
 		}
 		return b.Delete(key)
@@ -299,7 +307,7 @@ func applyRecord(tx *bolt.Tx, seq uint64, r record) error {
 		return nil // changed since it was chosen: left as it is
 	}
 	if r.op == opDeleteIf {
-		if err := indexChange(tx, r.bucketName(), key, v, nil); err != nil {
+		if err := indexChange(tx, r.bucketName(), key, nil); err != nil {
 			return err
 		}
 		return b.Delete(key)
@@ -323,40 +331,44 @@ func refsOf(rs []record) []ref {
 // them now.
 func encodeRecords(e *runtime.Entry) ([]record, error) {
 	var out []record
-	put := func(bucket []byte, key string, v any) error {
+	put := func(bucket []byte, key string, v any, facts *indexFacts) error {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
-		out = append(out, record{ref: ref{bucket: string(bucket), key: key, op: opPut, digest: digestOf(b)}, js: b})
+		out = append(out, record{ref: ref{bucket: string(bucket), key: key, op: opPut, digest: digestOf(b)}, js: b, facts: facts})
 		return nil
 	}
 	var errs []error
 	if a := e.Attempt; a != nil {
-		errs = append(errs, put(bEffects, a.Key, a))
+		f := attemptFacts(a.State, a.Updated)
+		errs = append(errs, put(bEffects, a.Key, a, &f))
 	}
 	if a := e.Approval; a != nil {
-		errs = append(errs, put(bApprovals, a.ID, a))
+		f := approvalFacts(a.Status, a.RequestedAt)
+		errs = append(errs, put(bApprovals, a.ID, a, &f))
 	}
 	if r := e.Rule; r != nil {
-		errs = append(errs, put(bRules, r.Rule.ID, r))
+		f := ruleFacts(r)
+		errs = append(errs, put(bRules, r.Rule.ID, r, &f))
 	}
 	if r := e.Run; r != nil {
-		errs = append(errs, put(bRuns, r.ID, r))
+		f := runFacts(r.Status, r.Plan, r.RequestID, r.EndedAt)
+		errs = append(errs, put(bRuns, r.ID, r, &f))
 	}
 	if m := e.Mode; m != nil {
-		errs = append(errs, put(bState, string(kMode), m))
+		errs = append(errs, put(bState, string(kMode), m, nil))
 	}
 	if a := e.Alarm; a != nil {
-		errs = append(errs, put(bState, "alarm/"+a.ID, a))
+		errs = append(errs, put(bState, "alarm/"+a.ID, a, nil))
 	}
 	if st := e.State; st != nil {
 		name := st.Device + "." + st.Capability
 		if st.Reading != nil {
-			errs = append(errs, put(bState, "reading/"+name, st.Reading))
+			errs = append(errs, put(bState, "reading/"+name, st.Reading, nil))
 		}
 		if st.Receipt != nil {
-			errs = append(errs, put(bState, "receipt/"+name, st.Receipt))
+			errs = append(errs, put(bState, "receipt/"+name, st.Receipt, nil))
 		}
 	}
 	return out, errors.Join(errs...)
