@@ -45,6 +45,11 @@ var (
 // indexedBuckets are the record buckets the indexes cover.
 var indexedBuckets = [][]byte{bEffects, bApprovals, bRules, bRuns}
 
+// indexed1 is the value of an index entry. It is not empty: bbolt's Get
+// returns nil for an empty value put in the same transaction, as it does
+// for a key that is not there.
+var indexed1 = []byte{1}
+
 // indexed reports whether the indexes cover bucket.
 func indexed(bucket []byte) bool {
 	return slices.ContainsFunc(indexedBuckets, func(x []byte) bool { return bytes.Equal(x, bucket) })
@@ -200,7 +205,7 @@ func indexChange(tx *bolt.Tx, bucket, key []byte, is *indexFacts) error {
 	if was := st.Get(sk) != nil; was != is.starting {
 		var err error
 		if is.starting {
-			err = st.Put(sk, nil)
+			err = st.Put(sk, indexed1)
 		} else {
 			err = st.Delete(sk)
 		}
@@ -223,7 +228,7 @@ func indexChange(tx *bolt.Tx, bucket, key []byte, is *indexFacts) error {
 	if is.ended.IsZero() {
 		return by.Delete(sk)
 	}
-	if err := en.Put(endedKey(is.ended, bucket, key), nil); err != nil {
+	if err := en.Put(endedKey(is.ended, bucket, key), indexed1); err != nil {
 		return err
 	}
 	return by.Put(sk, binary.BigEndian.AppendUint64(nil, uint64(max(is.ended.UnixNano(), 0))))

@@ -33,7 +33,7 @@ func TestStartIndexWithAnEntryRemovedIsDistrusted(t *testing.T) {
 // An entry the records do not account for is named too.
 func TestStartIndexWithAnEntryInsertedIsDistrusted(t *testing.T) {
 	path := tamperCopy(t, realJournal(t), func(tx *bolt.Tx) error {
-		return tx.Bucket(bStarting).Put(startingKey(bApprovals, []byte("apr-ghost")), nil)
+		return tx.Bucket(bStarting).Put(startingKey(bApprovals, []byte("apr-ghost")), indexed1)
 	})
 	if rep := verifyCopy(t, path); rep.OK || !strings.Contains(strings.Join(rep.BadRecords, "\n"), "apr-ghost") {
 		t.Fatalf("verify = %+v; want the ghost entry named", rep)
@@ -207,4 +207,25 @@ func TestEndedIndexFollowsARecord(t *testing.T) {
 	if got := entries(); len(got) != 0 {
 		t.Fatalf("ended index after retention deleted the rule = %q; want none", got)
 	}
+}
+
+// An attempt made and ended in one batch leaves nothing in the start
+// index (an index entry put and read again in one transaction).
+func TestStartIndexWithinOneBatch(t *testing.T) {
+	j := open(t, tempPath(t), Options{})
+	a := attempt("k1", runtime.AttemptStaged)
+	commit(t, j, runtime.Async, ev(runtime.KindInvoked, `{}`), func(e *runtime.Entry) { e.Attempt = a })
+	done := *a
+	done.State = runtime.AttemptRefused
+	commit(t, j, runtime.Sync, ev(runtime.KindRefused, `{}`), func(e *runtime.Entry) { e.Attempt = &done })
+	rep, err := j.Verify(t.Context())
+	if err != nil || !rep.OK {
+		t.Fatalf("verify = %+v, %v", rep, err)
+	}
+	_ = j.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bStarting).Get(startingKey(bEffects, []byte("k1"))) != nil {
+			t.Error("the ended attempt is still in the start index")
+		}
+		return nil
+	})
 }
