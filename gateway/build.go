@@ -880,12 +880,15 @@ func (c *checker) mqtt(p path, mc MQTTConfig, gatewayID string) *mqtt.Options {
 		return nil
 	}
 	o := &mqtt.Options{Prefix: "shadowgate/" + gatewayID + "/", Listen: mc.Listen, MaxClients: mc.MaxClients,
-		CommandsPerMinute: mc.Commands.PerMinute, CommandBurst: mc.Commands.Burst}
+		MaxQueued: mc.MaxQueued, CommandsPerMinute: mc.Commands.PerMinute, CommandBurst: mc.Commands.Burst}
 	if o.Listen == "" {
 		o.Listen = ":1883"
 	}
 	if mc.MaxClients < 0 || mc.Commands.PerMinute < 0 || mc.Commands.Burst < 0 {
 		c.errf(p, "max_clients and commands cannot be negative")
+	}
+	if mc.MaxQueued < 0 || mc.MaxQueued > 1<<20 {
+		c.errf(p.with("max_queued"), "%d is out of range (0 for the default 1024, at most 1048576)", mc.MaxQueued)
 	}
 	o.MaxPayload = int(c.size(p.with("max_payload"), mc.MaxPayload))
 	if mc.Anonymous != "" {

@@ -156,6 +156,9 @@ type MQTTConfig struct {
 	MaxClients int `yaml:"max_clients"`
 	// MaxPayload bounds a command payload. Default 64KiB.
 	MaxPayload string `yaml:"max_payload"`
+	// MaxQueued bounds the messages waiting to be written to one client.
+	// Default 1024.
+	MaxQueued int `yaml:"max_queued"`
 	// Commands bounds each user's commands.
 	Commands RateConfig `yaml:"commands"`
 }

@@ -39,6 +39,11 @@ type Options struct {
 	MaxClients int
 	// MaxPayload bounds a command payload. Default 64 KiB.
 	MaxPayload int
+	// MaxQueued bounds the messages waiting to be written to one client;
+	// past it, messages to that client are dropped, as mosquitto's
+	// max_queued_messages does. Default 1024 (mochi's 8192 kept 64 KiB a
+	// client, resident once a reconnect reused the memory).
+	MaxQueued int
 	// Users may connect; Anonymous, if set, is the role a client without a
 	// username gets. Nil refuses anonymous clients.
 	Users     *access.Users
@@ -67,6 +72,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxPayload <= 0 {
 		o.MaxPayload = 64 << 10
+	}
+	if o.MaxQueued <= 0 {
+		o.MaxQueued = 1024
 	}
 	if o.CommandsPerMinute <= 0 {
 		o.CommandsPerMinute = 60
@@ -175,6 +183,7 @@ func New(eng *runtime.Engine, opts Options) (*Broker, error) {
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumMessageExpiryInterval = 0 // retained state never expires
 	caps.MaximumClients = int64(opts.MaxClients)
+	caps.MaximumClientWritesPending = int32(min(opts.MaxQueued, 1<<20))
 	// A packet may carry a command of MaxPayload with room for its topic
 	// and properties; larger ones are refused by the broker itself.
 	caps.MaximumPacketSize = uint32(opts.MaxPayload + 64<<10)

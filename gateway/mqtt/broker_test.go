@@ -662,3 +662,18 @@ func TestASecondRunOfAPlanIsRefusedNamingTheFirst(t *testing.T) {
 		return
 	}
 }
+
+// MaxQueued bounds each client's queue of writes (mochi's own default kept
+// 8192, 64 KiB a client), and defaults to 1024.
+func TestMaxQueuedBoundsTheClientQueue(t *testing.T) {
+	for _, c := range []struct{ set, want int }{{0, 1024}, {200, 200}} {
+		eng, _, _, users := testEngine(t, t.TempDir())
+		b, err := New(eng, Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, MaxQueued: c.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.srv.Options.Capabilities.MaximumClientWritesPending; int(got) != c.want {
+			t.Errorf("MaxQueued %d: mochi's MaximumClientWritesPending = %d, want %d", c.set, got, c.want)
+		}
+	}
+}
