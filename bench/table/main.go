@@ -187,5 +187,3 @@ func times(x float64) string {
 	}
 	return fmt.Sprintf("%.2f×", x)
 }
-
-func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
