@@ -28,6 +28,8 @@ BENCHCOUNT ?= 1
 bench:
 	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./... > bench/results.txt 2>&1; \
 	status=$$?; cat bench/results.txt; exit $$status
+	go run ./bench/size -goarch arm64 -bench BenchmarkBinary/arm64 | tee -a bench/results.txt
+	go run ./bench/size -goarch arm64 -tags '$(MINTAGS)' -bench BenchmarkBinary/arm64-min | tee -a bench/results.txt
 	go run ./bench/table bench/results.txt
 
 lint:

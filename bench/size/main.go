@@ -35,14 +35,15 @@ func main() {
 	goarm := flag.String("goarm", "", "GOARM when -goarch is arm")
 	tags := flag.String("tags", "", "build tags, as go build -tags takes them")
 	pkg := flag.String("pkg", "./cmd/shadowgate", "the main package to build")
+	bench := flag.String("bench", "", "also print the stripped size as this benchmark's result, in go test -bench's format (for make bench)")
 	flag.Parse()
-	if err := run(os.Stdout, *goos, *goarch, *goarm, *tags, *pkg); err != nil {
+	if err := run(os.Stdout, *goos, *goarch, *goarm, *tags, *pkg, *bench); err != nil {
 		fmt.Fprintln(os.Stderr, "size:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, goos, goarch, goarm, tags, pkg string) error {
+func run(w io.Writer, goos, goarch, goarm, tags, pkg, bench string) error {
 	dir, err := os.MkdirTemp("", "shadowgate-size-")
 	if err != nil {
 		return err
@@ -99,6 +100,9 @@ func run(w io.Writer, goos, goarch, goarm, tags, pkg string) error {
 	fmt.Fprintf(w, "%-40s %10s %6s\n", "module", "code bytes", "share")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-40s %10d %5.1f%%\n", r.Module, r.Bytes, 100*float64(r.Bytes)/float64(total))
+	}
+	if bench != "" {
+		fmt.Fprintf(w, "%s 1 %d stripped-bytes\n", bench, fi.Size())
 	}
 	return nil
 }

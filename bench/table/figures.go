@@ -44,6 +44,19 @@ var figures = []figure{
 	ready("empty", 30), ready("events=100k", 100), ready("runs=100k", 100),
 	start("journal open and load, 100,000 events", "runtime/journal BenchmarkRecovery"),
 	start("journal open and load, 100,000 finished runs", "runtime/journal BenchmarkStartWithHistory"),
+	{"idle RSS of the demo after 60 s", "≤ 20 MB", func(r results) (row, bool) {
+		rss, ok := r.get("BenchmarkIdleRSS", "rss-MiB")
+		anon, ok2 := r.get("BenchmarkIdleRSS", "anon-MiB")
+		file, ok3 := r.get("BenchmarkIdleRSS", "file-MiB")
+		mb := rss * (1 << 20) / 1e6
+		return row{result: fmt.Sprintf("%.1f MB (%.1f MiB anonymous, %.1f MiB of files: the binary, the journal)", mb, anon, file), met: mb <= 20}, ok && ok2 && ok3
+	}},
+	{"RSS per idle MQTT connection, 1,000 connections", "≤ 32 KiB", func(r results) (row, bool) {
+		k, ok := r.get("BenchmarkIdleConnections", "KiB/conn")
+		return row{result: fmt.Sprintf("%.1f KiB", k), met: k <= 32}, ok
+	}},
+	binary("binary, arm64, stripped, every part", "BenchmarkBinary/arm64", 20),
+	binary("binary, arm64, stripped, without OPC-UA, MCP, uplink, metrics", "BenchmarkBinary/arm64-min", 12),
 	{"a sync append while records are pruned", "≤ 2× its time without pruning", func(r results) (row, bool) {
 		w, ok := r.get("BenchmarkSyncAppendWhilePruning/while-pruning", "p50-ms")
 		a, ok2 := r.get("BenchmarkSyncAppendWhilePruning/alone", "p50-ms")
@@ -77,5 +90,13 @@ func ready(state string, targetMs float64) figure {
 		ms, ok := r.get("BenchmarkColdStart/"+state, "ready-ms")
 		v, ok2 := r.get("BenchmarkColdStart/version", "ns/op")
 		return row{result: fmt.Sprintf("%.1f ms", ms), baseline: dur(v) + " shadowgate version", ratio: times(ms * 1e6 / v), met: ms <= targetMs}, ok && ok2
+	}}
+}
+
+// binary is a row of a binary's stripped size (bench/size -bench).
+func binary(name, bench string, targetMB float64) figure {
+	return figure{name, fmt.Sprintf("≤ %.0f MB", targetMB), func(r results) (row, bool) {
+		b, ok := r.get(bench, "stripped-bytes")
+		return row{result: fmt.Sprintf("%.1f MB (%.1f MiB)", b/1e6, b/(1<<20)), met: b <= targetMB*1e6}, ok
 	}}
 }

@@ -301,7 +301,7 @@ type proc struct {
 
 // startProc starts shadowgate serve with env added to its environment.
 // The test's cleanup kills it if it still runs.
-func startProc(ctx context.Context, t *testing.T, bin, config string, env ...string) *proc {
+func startProc(ctx context.Context, t testing.TB, bin, config string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--config", config, "--log-level", "debug")
 	cmd.Env = append(os.Environ(), env...)
