@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/crypto/bcrypt"
@@ -110,18 +109,14 @@ func (s *Users) Names() []string {
 }
 
 // dummyHash is compared against when the user does not exist, so that a
-// wrong name costs as much time as a wrong password. It is made the first
-// time an unknown name is checked, not when the package is loaded: making
-// it is a bcrypt run (about 90 ms here, several times that on an armv6
-// board), which every start paid, `shadowgate version` and `check`
-// included, though most processes never check an unknown name.
-var dummyHash = sync.OnceValue(func() []byte {
-	h, err := bcrypt.GenerateFromPassword([]byte("shadowgate: no such user"), bcrypt.DefaultCost)
-	if err != nil {
-		panic("access: making the dummy bcrypt hash: " + err.Error()) // a fixed short password cannot fail
-	}
-	return h
-})
+// wrong name costs as much time as a wrong password. It is a fixed hash at
+// bcrypt's default cost, made once when this was written: making it when
+// the package loads cost every start a bcrypt run (about 90 ms here,
+// several times that on an armv6 board), `shadowgate version` and `check`
+// included, and making it on first use doubled the first unknown name's
+// cost. Its password is of no use to anyone: a match is refused all the
+// same, the user being unknown.
+var dummyHash = []byte("$2a$10$Q17snz7g24elHF59OIPNaeVbYbP3JVQmNfMvShXcm/0fmqizXbHz6")
 
 // Check returns the user when name and password match. It compares with
 // bcrypt every time, whether or not the user exists, so that a wrong name
@@ -132,7 +127,7 @@ func (s *Users) Check(name string, password []byte) (*User, bool) {
 	if ok {
 		h = u.Hash
 	} else {
-		h = dummyHash()
+		h = dummyHash
 	}
 	s.comparisons.Add(1)
 	if bcrypt.CompareHashAndPassword(h, password) != nil || !ok {

@@ -73,3 +73,11 @@ func TestLimiter(t *testing.T) {
 		t.Fatal("blocked after a success")
 	}
 }
+
+// The dummy hash an unknown name is compared against is a bcrypt hash at
+// the default cost, as a user's would be, so that both cost the same.
+func TestDummyHashIsAtTheDefaultCost(t *testing.T) {
+	if cost, err := bcrypt.Cost(dummyHash); err != nil || cost != bcrypt.DefaultCost {
+		t.Fatalf("the dummy hash's cost = %d, %v; want %d", cost, err, bcrypt.DefaultCost)
+	}
+}
