@@ -763,6 +763,10 @@ func (c *checker) journal(p path, jc JournalConfig) journal.Options {
 	o.MaxEvents = jc.MaxEvents
 	o.MaxBytes = c.size(p.with("max_bytes"), jc.MaxBytes)
 	o.KeepRecords = c.duration(p.with("keep_records"), jc.KeepRecords, 0)
+	if jc.MaxRecords < 0 {
+		c.errf(p.with("max_records"), "cannot be negative")
+	}
+	o.MaxRecords = jc.MaxRecords
 	o.MaxFileSize = int(c.size(p.with("max_file_size"), jc.MaxFileSize))
 	if o.MaxFileSize > 0 && o.MaxFileSize < 1<<20 {
 		c.errf(p.with("max_file_size"), "%s is too small for a journal (at least 1MiB)", jc.MaxFileSize)

@@ -191,6 +191,9 @@ type JournalConfig struct {
 	// KeepRecords is how long ended attempts, answered approvals and ended
 	// runs are kept. Default 720h (30 days).
 	KeepRecords string `yaml:"keep_records"`
+	// MaxRecords bounds the ended records kept; past it the oldest go,
+	// though younger than KeepRecords. Default 100000.
+	MaxRecords int `yaml:"max_records"`
 	// MaxFileSize caps the file; past it the journal fails closed, as on a
 	// full disk. Default none (on 32-bit ARM keep the file well under 1GiB).
 	MaxFileSize string `yaml:"max_file_size"`

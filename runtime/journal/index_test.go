@@ -229,3 +229,28 @@ func TestStartIndexWithinOneBatch(t *testing.T) {
 		return nil
 	})
 }
+
+// Past MaxRecords, the oldest ended records are pruned though younger
+// than KeepRecords; what is open is not counted or touched.
+func TestRetentionBoundsTheEndedRecords(t *testing.T) {
+	j := open(t, tempPath(t), Options{MaxRecords: 50})
+	base := time.Now().Add(-time.Hour)
+	for i := range 120 {
+		r := &runtime.RunRecord{ID: fmt.Sprintf("run-%04d", i), Plan: runtime.CommandPlan, Status: runtime.RunEnded,
+			StartedAt: base, EndedAt: base.Add(time.Duration(i) * time.Second)}
+		commit(t, j, runtime.Async, ev(runtime.KindEnded, `{}`), func(e *runtime.Entry) { e.Run = r })
+	}
+	open := &runtime.RunRecord{ID: "run-open", Plan: "fill", Status: runtime.RunRunning, StartedAt: base}
+	commit(t, j, runtime.Sync, ev(runtime.KindStarted, `{}`), func(e *runtime.Entry) { e.Run = open })
+	j.pruneRecords(time.Now())
+	var runs []string
+	_ = j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bRuns).ForEach(func(k, _ []byte) error { runs = append(runs, string(k)); return nil })
+	})
+	if len(runs) != 51 || runs[0] != "run-0070" || runs[49] != "run-0119" || runs[50] != "run-open" {
+		t.Fatalf("kept %d runs, from %s to %s; want the newest 50 ended (run-0070 on) and the open one", len(runs), runs[0], runs[len(runs)-1])
+	}
+	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK {
+		t.Fatalf("verify = %+v, %v", rep, err)
+	}
+}

@@ -68,6 +68,10 @@ type Options struct {
 	// runs and spent rules are kept. Default 30 days. Pending approvals,
 	// open attempts and the state are never pruned.
 	KeepRecords time.Duration
+	// MaxRecords bounds the ended records kept (attempts, approvals, runs,
+	// rules): past it the oldest are pruned, though younger than
+	// KeepRecords. Default 100,000.
+	MaxRecords int
 	// FlushInterval bounds how long an async commit waits to be written.
 	// Default 100ms.
 	FlushInterval time.Duration
@@ -94,6 +98,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 128 << 20
+	}
+	if o.MaxRecords <= 0 {
+		o.MaxRecords = 100_000
 	}
 	if o.KeepRecords <= 0 {
 		o.KeepRecords = 30 * 24 * time.Hour

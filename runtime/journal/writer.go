@@ -518,8 +518,8 @@ const (
 	pruneRecordsRest  = 8
 )
 
-// retention prunes records at start, once the chain is verified, and every
-// hour, until ctx ends. It runs in j.bg, beside the writer: its reads do
+// retention prunes records at start, once the chain is verified, and then
+// every minute or so, until ctx ends. It runs in j.bg, beside the writer: its reads do
 // not hold the writer up, and each chunk it deletes is one small event.
 func (j *DB) retention(ctx context.Context) {
 	select {
@@ -527,7 +527,10 @@ func (j *DB) retention(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	t := time.NewTicker(time.Hour)
+	// A pass reads only what it deletes (the ended index, oldest first),
+	// so it runs often: every minute, or every tenth of KeepRecords if
+	// that is shorter.
+	t := time.NewTicker(min(max(j.opts.KeepRecords/10, time.Second), time.Minute))
 	defer t.Stop()
 	for {
 		j.pruneRecordsCtx(ctx, time.Now())
@@ -564,7 +567,7 @@ func (j *DB) pruneRecords(now time.Time) {
 func (j *DB) pruneRecordsCtx(ctx context.Context, now time.Time) {
 	cutoff := now.Add(-j.opts.KeepRecords)
 	var resume []byte // the next key of the ended index to look at
-	sessions, total := true, 0
+	sessions, total, excess := true, 0, -1
 	for ctx.Err() == nil {
 		var refs []record
 		done := false
@@ -585,14 +588,26 @@ func (j *DB) pruneRecordsCtx(ctx context.Context, now time.Time) {
 				done = true
 				return nil
 			}
+			if excess < 0 {
+				// Beyond MaxRecords, the oldest ended records go
+				// first, though younger than KeepRecords.
+				excess = max(en.Stats().KeyN-j.opts.MaxRecords, 0)
+			}
 			c := en.Cursor()
 			k, _ := c.First()
 			if resume != nil {
 				k, _ = c.Seek(resume)
 			}
-			limit := uint64(max(cutoff.UnixNano(), 0))
 			for ; k != nil && len(refs) < pruneRecordsChunk; k, _ = c.Next() {
-				if len(k) < 8 || binary.BigEndian.Uint64(k[:8]) >= limit {
+				if len(k) < 8 {
+					continue
+				}
+				at := time.Unix(0, int64(binary.BigEndian.Uint64(k[:8])))
+				limit := cutoff
+				if excess > 0 {
+					limit = now // ended, whenever that was
+				}
+				if !at.Before(limit) {
 					done = true
 					return nil
 				}
@@ -605,10 +620,11 @@ func (j *DB) pruneRecordsCtx(ctx context.Context, now time.Time) {
 					continue
 				}
 				_, js, err := unwrapRecord(v)
-				if old := recordEnded(bucket, cutoff, now); err != nil || old == nil || !old(js) {
+				if old := recordEnded(bucket, limit, now); err != nil || old == nil || !old(js) {
 					continue // the record says otherwise: it is kept
 				}
 				refs = append(refs, record{ref: ref{bucket: string(bucket), key: string(key), op: opDeleteIf, digest: digestOf(js)}})
+				excess--
 			}
 			if k == nil {
 				done = true
