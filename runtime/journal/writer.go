@@ -519,8 +519,9 @@ const (
 )
 
 // retention prunes records at start, once the chain is verified, and then
-// every minute or so, until ctx ends. It runs in j.bg, beside the writer: its reads do
-// not hold the writer up, and each chunk it deletes is one small event.
+// every minute or so, until ctx ends. It runs in j.bg, beside the writer:
+// its reads do not hold the writer up, and each chunk it deletes is one
+// small event.
 func (j *DB) retention(ctx context.Context) {
 	select {
 	case <-j.verified:
@@ -662,7 +663,8 @@ func (j *DB) pruneRecordsCtx(ctx context.Context, now time.Time) {
 		}
 	}
 	if total > 0 {
-		j.log.Info("journal records pruned", "path", j.path, "records", total, "older_than", cutoff.Format(time.RFC3339))
+		// A pass every minute: what it deleted is in its events.
+		j.log.Debug("journal records pruned", "path", j.path, "records", total, "older_than", cutoff.Format(time.RFC3339))
 	}
 }
 
