@@ -181,7 +181,8 @@ func TestTorture(t *testing.T) {
 			wrng := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
 			wg.Go(func() { c.tortureClient(load, wrng, tc, surface, fmt.Sprintf("%d-%d", round, i), p) })
 		}
-		wg.Go(func() { c.tortureApprover(load, rand.New(rand.NewPCG(rng.Uint64(), 9)), tc) })
+		arng := rand.New(rand.NewPCG(rng.Uint64(), 9))
+		wg.Go(func() { c.tortureApprover(load, arng, tc) })
 		time.Sleep(200*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond))))
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
