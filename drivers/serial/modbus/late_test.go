@@ -28,7 +28,13 @@ func TestLateAnswerIsNotTakenForTheNext(t *testing.T) {
 	}
 	defer p.Close()
 	// The server answers every read of one register with the register's
-	// address as its value: the first answer 150 ms late, the others at once.
+	// address as its value: the first answer 250 ms late, the others at
+	// once. The bus gives up on an answer after 200 ms and then waits for
+	// 100 ms of quiet, so the late answer comes 50 ms after the first
+	// request was given up on and 50 ms before the wait could end: the
+	// middle of the window the wait is for, with room for a busy machine
+	// on both sides (an answer later than the wait cannot be told from
+	// the next one's, RTU having no request ids).
 	go func() {
 		buf := make([]byte, 8)
 		for n := 0; ; n++ {
@@ -39,7 +45,7 @@ func TestLateAnswerIsNotTakenForTheNext(t *testing.T) {
 			}
 			addr := binary.BigEndian.Uint16(buf[2:4])
 			if n == 0 {
-				time.Sleep(150 * time.Millisecond)
+				time.Sleep(250 * time.Millisecond)
 			}
 			reply := []byte{buf[0], buf[1], 2, byte(addr >> 8), byte(addr)}
 			c := CRC16(reply)
@@ -49,7 +55,7 @@ func TestLateAnswerIsNotTakenForTheNext(t *testing.T) {
 			}
 		}
 	}()
-	b := newBus(s, 100*time.Millisecond)
+	b := newBus(s, 200*time.Millisecond)
 	b.p = p
 	if _, _, err := b.exchange(t.Context(), Request{Unit: 1, Function: ReadInputRegisters, Address: 7, Quantity: 1}); err == nil {
 		t.Fatal("the late answer came in time; the test proves nothing")
