@@ -892,7 +892,7 @@ func (c *checker) mqtt(p path, mc MQTTConfig, gatewayID string) *mqtt.Options {
 		c.errf(p, "max_clients and commands cannot be negative")
 	}
 	if mc.MaxQueued < 0 || mc.MaxQueued > 1<<20 {
-		c.errf(p.with("max_queued"), "%d is out of range (0 for the default 1024, at most 1048576)", mc.MaxQueued)
+		c.errf(p.with("max_queued"), "%d is out of range (0 for the default 8192, at most 1048576)", mc.MaxQueued)
 	}
 	o.MaxPayload = int(c.size(p.with("max_payload"), mc.MaxPayload))
 	if mc.Anonymous != "" {

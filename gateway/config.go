@@ -157,7 +157,7 @@ type MQTTConfig struct {
 	// MaxPayload bounds a command payload. Default 64KiB.
 	MaxPayload string `yaml:"max_payload"`
 	// MaxQueued bounds the messages waiting to be written to one client.
-	// Default 1024.
+	// Default 8192.
 	MaxQueued int `yaml:"max_queued"`
 	// Commands bounds each user's commands.
 	Commands RateConfig `yaml:"commands"`

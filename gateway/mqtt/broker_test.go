@@ -669,10 +669,10 @@ func TestASecondRunOfAPlanIsRefusedNamingTheFirst(t *testing.T) {
 	}
 }
 
-// MaxQueued bounds each client's queue of writes (mochi's own default kept
-// 8192, 64 KiB a client), and defaults to 1024.
+// MaxQueued bounds each client's queue of writes, and defaults to
+// mochi's 8192.
 func TestMaxQueuedBoundsTheClientQueue(t *testing.T) {
-	for _, c := range []struct{ set, want int }{{0, 1024}, {200, 200}} {
+	for _, c := range []struct{ set, want int }{{0, 8192}, {200, 200}} {
 		eng, _, _, users := testEngine(t, t.TempDir())
 		b, err := New(eng, Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, MaxQueued: c.set})
 		if err != nil {
