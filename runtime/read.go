@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
@@ -15,6 +16,34 @@ func (e *Engine) Read(ctx context.Context, principal, device, capability string)
 	}
 	obs := e.read(ctx, nil, 0, principal, device, capability)
 	return obs, nil
+}
+
+// MayRead judges, as a read step would and with the same judge, whether
+// principal may read device.capability now. It reads nothing and
+// journals nothing: a surface that shows readings the gateway already
+// holds asks it before it shows them to a principal a rule may keep from
+// them. It returns nil when the read would be allowed, and otherwise
+// why not; a device that is not online cannot be judged, and is not.
+func (e *Engine) MayRead(ctx context.Context, principal, device, capability string) error {
+	ent, ok := e.reg.Lookup(device)
+	if !ok {
+		return errors.New("device " + device + " is not online, so a read of it cannot be judged")
+	}
+	c, ok := ent.Device.Capability(capability)
+	if !ok {
+		return errors.New("device " + device + " has no capability " + capability)
+	}
+	if !c.Readable() {
+		return errors.New(capability + " of " + device + " cannot be read")
+	}
+	req := governance.Request{
+		Principal: principal, Device: device, Capability: capability,
+		Profile: ReadProfile(&ent.Device, c), Mode: e.currentMode(ctx), Now: e.now(),
+	}
+	if v := governance.Judge(&req, e.conf().policy); v.Outcome != governance.Allow {
+		return errors.New(v.Why)
+	}
+	return nil
 }
 
 // heard records a reading a device gave of its own accord (a Watcher's

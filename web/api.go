@@ -141,6 +141,9 @@ type capView struct {
 	Receipt    *runtime.Receipt `json:"receipt,omitempty"`
 	LockedBy   *runtime.Attempt `json:"locked_by,omitempty"`
 	Interlocks []string         `json:"interlocks,omitempty"`
+	// Withheld says why the reading, the receipt and the lock are left
+	// out: the judge would not let the caller read them (MCP).
+	Withheld string `json:"withheld,omitempty"`
 }
 
 type deviceView struct {

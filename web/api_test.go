@@ -50,6 +50,8 @@ type siteOptions struct {
 	journal func(*journal.DB) runtime.Journal
 	driver  func(devices.Driver) devices.Driver
 	options func(*Options)
+	// rules are the configuration's standing rules.
+	rules []governance.Rule
 }
 
 // tokens by role; each is also the token's name.
@@ -84,8 +86,8 @@ func newSite(t testing.TB, o siteOptions) *site {
 	twoPerson := governance.ShippedModes()[governance.ModeSupervised]
 	twoPerson.Name, twoPerson.Base, twoPerson.ApprovalsRequired = "two-person", governance.ModeSupervised, 2
 	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: ej, Mode: o.mode,
-		ApprovalTimeout: o.approvalTimeout,
-		Modes:           []governance.Mode{twoPerson},
+		ApprovalTimeout: o.approvalTimeout, Rules: o.rules,
+		Modes: []governance.Mode{twoPerson},
 		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
 			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(10), MaxAge: time.Minute}},
 			Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}, Safe: &closed, TTL: time.Hour}},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -780,5 +781,78 @@ func TestMCPAdmissionChangeRelists(t *testing.T) {
 	<-changed
 	if res, err := op.ListTools(t.Context(), nil); err != nil || len(res.Tools) == 0 {
 		t.Errorf("tools/list in supervised again = %v, %v", res, err)
+	}
+}
+
+// TestMCPReadRefusedIsWithheldEverywhere: a rule that refuses agents the
+// read of a capability keeps its value from them in every tool and
+// resource that shows what the gateway holds, not only in read.
+func TestMCPReadRefusedIsWithheldEverywhere(t *testing.T) {
+	s := mcpSite(t, siteOptions{rules: []governance.Rule{{ID: "no-agent-tank", Principal: "mcp:*", Device: "tank-1",
+		Capability: "level", Decision: governance.DecideDeny, Reason: "private to the site"}}}, MCPOptions{})
+	if obs, err := s.eng.Read(t.Context(), "test", "tank-1", "level"); err != nil || obs.Reading == nil {
+		t.Fatalf("the gateway's own read = %+v, %v", obs, err)
+	}
+	// People still see it: the rule names agents only.
+	s.expect("GET", "/api/v1/devices", "approver", "", 200, `"reading":{"value":`)
+	view := mustAgent(t, s, "viewer", nil)
+	_, text, isErr := callTool(t, view, &mcp.CallToolParams{Name: toolRead, Arguments: map[string]any{"device": "tank-1", "capability": "level"}})
+	if !isErr || !strings.Contains(text, "no-agent-tank") {
+		t.Fatalf("read of tank-1.level = %q, want refused by the rule", text)
+	}
+	out, _, isErr := callTool(t, view, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}})
+	if isErr {
+		t.Fatalf("list_devices: %v", out)
+	}
+	level := func(devs any) map[string]any {
+		for _, d := range devs.([]any) {
+			d := d.(map[string]any)
+			if d["id"] != "tank-1" {
+				continue
+			}
+			for _, c := range d["capabilities"].([]any) {
+				if c := c.(map[string]any); c["name"] == "level" {
+					return c
+				}
+			}
+		}
+		t.Fatalf("no tank-1.level in %v", devs)
+		return nil
+	}
+	if c := level(out["devices"]); c["reading"] != nil || !strings.Contains(fmt.Sprint(c["withheld"]), "no-agent-tank") {
+		t.Errorf("list_devices shows tank-1.level as %v, want its reading withheld saying why", c)
+	}
+	// valve-1.open is not refused: its reading is there.
+	res, err := view.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "shadowgate://devices/tank-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dv map[string]any
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &dv); err != nil {
+		t.Fatal(err)
+	}
+	if c := level([]any{dv}); c["reading"] != nil || c["withheld"] == nil {
+		t.Errorf("the resource shows tank-1.level as %v, want it withheld", c)
+	}
+	// The reading's event is committed without waiting (a sensor's).
+	var b []byte
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out, _, isErr = callTool(t, view, &mcp.CallToolParams{Name: toolJournalTail, Arguments: map[string]any{"device": "tank-1", "kinds": "observed"}})
+		if isErr {
+			t.Fatalf("journal_tail: %v", out)
+		}
+		b, _ = json.Marshal(out)
+		if strings.Contains(string(b), `"kind":"observed"`) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if strings.Contains(string(b), `"value"`) || !strings.Contains(string(b), "which you may not read") {
+		t.Errorf("journal_tail of tank-1 shows values or does not say what it withheld: %s", b)
+	}
+	// An operator token's agent is refused the same: the rule names mcp:*.
+	op := mustAgent(t, s, "operator", nil)
+	out, _, _ = callTool(t, op, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}})
+	if c := level(out["devices"]); c["reading"] != nil {
+		t.Errorf("an operator agent sees tank-1.level: %v", c)
 	}
 }

@@ -384,10 +384,12 @@ func (m *mcpSurface) base(req *mcp.CallToolRequest) string {
 }
 
 func (m *mcpSurface) listDevices(ctx context.Context, req *mcp.CallToolRequest, _ listIn) (*mcp.CallToolResult, any, error) {
-	if _, err := m.caller(ctx, req, toolListDevices, access.Viewer); err != nil {
+	id, err := m.caller(ctx, req, toolListDevices, access.Viewer)
+	if err != nil {
 		return nil, nil, err
 	}
 	eng := m.web.eng
+	hold := m.withheldFor(ctx, id.Principal)
 	var out struct {
 		Mode    string      `json:"mode"`
 		Devices []mcpDevice `json:"devices"`
@@ -398,6 +400,7 @@ func (m *mcpSurface) listDevices(ctx context.Context, req *mcp.CallToolRequest, 
 	out.Devices, out.Plans = []mcpDevice{}, []mcpPlan{}
 	h := m.hintsNow()
 	for _, dv := range m.web.deviceViews() {
+		dv = hold.device(dv)
 		md := mcpDevice{ID: dv.ID, Area: dv.Area, Alarms: dv.Alarms, Capabilities: []mcpCapability{}}
 		for _, cv := range dv.Capabilities {
 			mc := mcpCapability{capView: cv}
@@ -714,6 +717,10 @@ func (m *mcpSurface) events(ctx context.Context, id *identity, n int, kinds, dev
 	if err := json.Unmarshal(w.body.Bytes(), &out); err != nil {
 		return nil, fmt.Errorf("reading the journal's events: %w", err)
 	}
+	hold := m.withheldFor(ctx, id.Principal)
+	for i := range out {
+		out[i] = hold.event(out[i])
+	}
 	return out, nil
 }
 
@@ -736,7 +743,8 @@ func (m *mcpSurface) journalResource(ctx context.Context, req *mcp.ReadResourceR
 }
 
 func (m *mcpSurface) deviceResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	if _, err := m.resourceCaller(ctx, req); err != nil {
+	id, err := m.resourceCaller(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	dev, ok := strings.CutPrefix(req.Params.URI, "shadowgate://devices/")
@@ -745,6 +753,7 @@ func (m *mcpSurface) deviceResource(ctx context.Context, req *mcp.ReadResourceRe
 	}
 	for _, dv := range m.web.deviceViews() {
 		if ok && dv.ID == dev {
+			dv = m.withheldFor(ctx, id.Principal).device(dv)
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: jsonText(dv)}}}, nil
 		}
 	}
