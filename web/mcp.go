@@ -195,7 +195,6 @@ func (m *mcpSurface) gate(next echo.HandlerFunc) echo.HandlerFunc {
 					return problem(http.StatusTooManyRequests, fmt.Sprintf("token %s has %d MCP sessions open, the most a token may: end one (DELETE %s with its Mcp-Session-Id) or let one idle out (30 minutes)",
 						id.User, maxSessions, MCPPath))
 				}
-				defer m.unreserve(id.User)
 			}
 			// Where the agent reached the console, for the links it is
 			// given; never a header the client sent.
@@ -205,14 +204,55 @@ func (m *mcpSurface) gate(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			r.Header.Set(consoleHeader, scheme+"://"+r.Host)
 			r = r.WithContext(context.WithValue(r.Context(), mcpIdentityKey{}, agent))
-			m.handler.ServeHTTP(c.Response(), r)
-			if opening {
-				m.opened(r, c.Response().Header().Get(sessionIDHeader), agent)
+			if !opening {
+				m.handler.ServeHTTP(c.Response(), r)
+				return nil
 			}
+			// The session is counted, and the reservation given back,
+			// before the first byte of the answer leaves: a client that
+			// sends its next request as soon as it reads this one (the
+			// SDK's client follows a refused discovery with its
+			// initialize) must find them settled.
+			w := &settleWriter{ResponseWriter: c.Response(), settle: func(h http.Header) {
+				m.opened(r, h.Get(sessionIDHeader), agent)
+				m.unreserve(id.User)
+			}}
+			defer w.done()
+			m.handler.ServeHTTP(w, r)
 			return nil
 		})(c)
 	}
 }
+
+// settleWriter calls settle once, before the first byte of the response
+// is written or flushed, or when the handler returns without writing.
+type settleWriter struct {
+	http.ResponseWriter
+	once   sync.Once
+	settle func(http.Header)
+}
+
+func (w *settleWriter) done() { w.once.Do(func() { w.settle(w.Header()) }) }
+
+func (w *settleWriter) WriteHeader(code int) {
+	w.done()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *settleWriter) Write(b []byte) (int, error) {
+	w.done()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *settleWriter) Flush() {
+	w.done()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *settleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // mcpProblem writes err as the API's JSON error, never a page.
 func (s *Server) mcpProblem(c echo.Context, err error) {
