@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 
@@ -125,6 +126,12 @@ func (e *Engine) Interlocks(device, capability string) []governance.Condition {
 		return slices.Clone(p.Interlocks)
 	}
 	return nil
+}
+
+// Governed returns, sorted, every "device.capability" the configuration
+// governs, whether or not its device is online.
+func (e *Engine) Governed() []string {
+	return slices.Sorted(maps.Keys(e.conf().policies))
 }
 
 // Policy returns a copy of the governance of "device.capability", and

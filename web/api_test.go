@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -52,6 +53,10 @@ type siteOptions struct {
 	options func(*Options)
 	// rules are the configuration's standing rules.
 	rules []governance.Rule
+	// devices, if set, are the greenhouse's devices in place of tank-1
+	// and valve-1; policies are added to valve-1.open's.
+	devices  []string
+	policies map[string]runtime.CapPolicy
 }
 
 // tokens by role; each is also the token's name.
@@ -69,7 +74,11 @@ func newSite(t testing.TB, o siteOptions) *site {
 	if o.prepare != nil {
 		o.prepare(j)
 	}
-	g, err := sim.New(sim.Options{Devices: runtimetest.Greenhouse("gh", "tank-1", "valve-1")})
+	ids := o.devices
+	if ids == nil {
+		ids = []string{"tank-1", "valve-1"}
+	}
+	g, err := sim.New(sim.Options{Devices: runtimetest.Greenhouse("gh", ids...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +92,16 @@ func newSite(t testing.TB, o siteOptions) *site {
 	if o.journal != nil {
 		ej = o.journal(j)
 	}
+	policies := map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
+		Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(10), MaxAge: time.Minute}},
+		Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}, Safe: &closed, TTL: time.Hour}}
+	maps.Copy(policies, o.policies)
 	twoPerson := governance.ShippedModes()[governance.ModeSupervised]
 	twoPerson.Name, twoPerson.Base, twoPerson.ApprovalsRequired = "two-person", governance.ModeSupervised, 2
 	eng, err := runtime.New(context.Background(), runtime.Options{Registry: reg, Journal: ej, Mode: o.mode,
 		ApprovalTimeout: o.approvalTimeout, Rules: o.rules,
-		Modes: []governance.Mode{twoPerson},
-		Policies: map[string]runtime.CapPolicy{"valve-1.open": {Effects: &runtime.Declared{Reversible: true, Contained: true},
-			Interlocks: []governance.Condition{{Sensor: "tank-1.level", Op: governance.OpGT, Value: value.Number(10), MaxAge: time.Minute}},
-			Confirm:    &runtime.Confirm{ReadBack: true, Within: time.Second}, Safe: &closed, TTL: time.Hour}},
+		Modes:    []governance.Mode{twoPerson},
+		Policies: policies,
 		Plans: []runtime.Plan{{Name: "flush", Steps: []runtime.PlanStep{{Op: runtime.OpRead, Device: "tank-1", Capability: "level"}}},
 			{Name: "soak", Steps: []runtime.PlanStep{{Op: runtime.OpWait, Wait: time.Hour}}}},
 	})
@@ -125,13 +136,13 @@ func newSite(t testing.TB, o siteOptions) *site {
 		_ = j.Close()
 	})
 	st := &site{t: t, srv: srv, web: s, eng: eng, j: j, g: g}
-	st.waitOnline()
+	st.waitOnline(len(ids))
 	return st
 }
 
-func (s *site) waitOnline() {
+func (s *site) waitOnline(n int) {
 	deadline := time.Now().Add(5 * time.Second)
-	for len(s.eng.Devices()) < 2 {
+	for len(s.eng.Devices()) < n {
 		if time.Now().After(deadline) {
 			s.t.Fatal("devices never came online")
 		}

@@ -83,7 +83,7 @@ func TestResponsesCompressed(t *testing.T) {
 // happens, not when a buffer fills.
 func TestEventStreamNotCompressed(t *testing.T) {
 	s := newSite(t, siteOptions{})
-	s.waitOnline()
+	s.waitOnline(2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", s.srv.URL+"/api/v1/events/stream", nil)

@@ -501,7 +501,8 @@ func (m *mcpSurface) listings(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// watchModes follows the journal until ctx ends. At each change of the
+// watchModes follows the journal until ctx ends. When a device comes or
+// goes, the tools' hints are worked out again. At each change of the
 // mode or of the configuration (a reload may base the mode in force on
 // maintenance) it looks at whether the mode in force admits agents: if
 // not, it cancels the runs agents started, which would otherwise go on
@@ -524,6 +525,10 @@ func (m *mcpSurface) watchModes(ctx context.Context) {
 			var b runtime.ModeChangedBody
 			_ = json.Unmarshal(ev.Body, &b) // without a mode named, the mode in force
 			m.modeChanged(ctx, b.To)
+		case runtime.KindDeviceOnline, runtime.KindDeviceOffline:
+			// The hints follow the devices; agents are told when they
+			// change, not only when they next list the tools.
+			m.refresh(false)
 		case runtime.KindConfigChanged:
 			m.modeChanged(ctx, "")
 			t := time.NewTimer(200 * time.Millisecond)

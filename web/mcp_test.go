@@ -449,13 +449,57 @@ func TestMCPHintsFollowTheDevices(t *testing.T) {
 		t.Fatalf("request_write with valve-1 online = %+v %q", w.Annotations, w.Description)
 	}
 	wrapped.SetFault("valve-1", devicetest.Fault{Offline: true})
-	// A step refreshes the engine's view of the devices.
+	// A step refreshes the engine's view of the devices, and the agent is
+	// told the tools changed without listing them.
 	callTool(t, op, &mcp.CallToolParams{Name: toolRead, Arguments: map[string]any{"device": "tank-1", "capability": "level"}})
-	w := tools()[toolRequestWrite]
-	if strings.Contains(w.Description, "valve-1.open") || !*w.Annotations.DestructiveHint || !*w.Annotations.OpenWorldHint {
-		t.Errorf("request_write with no actuator online = %+v %q, want the worst case", w.Annotations, w.Description)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was not told the tools changed when valve-1 went offline")
 	}
-	<-changed // the agent was told
+	w := tools()[toolRequestWrite]
+	if !strings.Contains(w.Description, "valve-1.open: not online now") || !*w.Annotations.DestructiveHint || !*w.Annotations.OpenWorldHint {
+		t.Errorf("request_write with valve-1 offline = %+v %q, want the worst case, saying why", w.Annotations, w.Description)
+	}
+}
+
+// TestMCPHintsTakeTheWorstOfAnActuatorAway: an irreversible actuator
+// makes request_write destructive, and so does one whose device is
+// away, whose profile is not known, though a reversible one is online.
+func TestMCPHintsTakeTheWorstOfAnActuatorAway(t *testing.T) {
+	var wrapped *devicetest.Driver
+	s := mcpSite(t, siteOptions{devices: []string{"tank-1", "valve-1", "pump-1"},
+		policies: map[string]runtime.CapPolicy{"pump-1.on": {Effects: &runtime.Declared{Contained: true}}},
+		driver: func(d devices.Driver) devices.Driver {
+			wrapped = devicetest.Wrap(d, devicetest.Options{})
+			return wrapped
+		}}, MCPOptions{})
+	op := mustAgent(t, s, "operator", nil)
+	write := func() *mcp.Tool {
+		for tool, err := range op.Tools(t.Context(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tool.Name == toolRequestWrite {
+				return tool
+			}
+		}
+		t.Fatal("no request_write")
+		return nil
+	}
+	if w := write(); !*w.Annotations.DestructiveHint || !strings.Contains(w.Description, "pump-1.on") {
+		t.Fatalf("request_write with an irreversible pump-1.on online = %+v %q, want destructive", w.Annotations, w.Description)
+	}
+	out, _, _ := callTool(t, op, &mcp.CallToolParams{Name: toolListDevices, Arguments: map[string]any{}})
+	if b, _ := json.Marshal(out); !strings.Contains(string(b), `"destructive":true`) {
+		t.Errorf("list_devices does not show pump-1.on as destructive: %s", b)
+	}
+	wrapped.SetFault("pump-1", devicetest.Fault{Offline: true})
+	callTool(t, op, &mcp.CallToolParams{Name: toolRead, Arguments: map[string]any{"device": "tank-1", "capability": "level"}})
+	if w := write(); !*w.Annotations.DestructiveHint || !strings.Contains(w.Description, "pump-1.on: not online now") ||
+		!strings.Contains(w.Description, "valve-1.open") {
+		t.Errorf("request_write with pump-1 away and valve-1 reversible online = %+v %q, want destructive", w.Annotations, w.Description)
+	}
 }
 
 // TestMCPAgentTokenOnlyOnMCP: a token named in mcp.tokens is an agent's,

@@ -156,6 +156,20 @@ func (m *mcpSurface) hintsNow() hints {
 			}
 		}
 	}
+	// An actuator the configuration governs whose device is not online
+	// may come back at any moment: until it does, its profile is not
+	// known, and the hints take the worst.
+	for _, t := range eng.Governed() {
+		if _, ok := h.writeProfiles[t]; ok {
+			continue
+		}
+		dev, capName, _ := strings.Cut(t, ".")
+		if d, _, _ := eng.Capability(dev, capName); d.ID != "" {
+			continue // online, and t is not one of its actuators
+		}
+		destructive, writeReach = true, true
+		h.writeList = append(h.writeList, "- "+t+": not online now; its effect profile is not known, so these hints take the worst")
+	}
 	if !h.anyWrite {
 		destructive, writeReach = true, true
 	}
