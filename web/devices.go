@@ -40,8 +40,10 @@ type deviceCard struct {
 // old, whether a request waits, and its control or its chart.
 type capCard struct {
 	capView
-	// Stale is true when the reading is older than three of its polls.
-	Stale bool
+	// Stale is true when the reading is older than StaleAfter, three of
+	// its polls (0 when it is not polled: never stale).
+	Stale      bool
+	StaleAfter time.Duration
 	// Since is when an actuator was put in the state it reads, when the
 	// last act put it there.
 	Since time.Time
@@ -178,8 +180,9 @@ func (s *Server) deviceCard(v deviceView, series func(ref string) []point, windo
 		}
 		_, capab, _ := s.eng.Capability(v.ID, cv.Name)
 		cc.Readable = capab.Readable()
-		if cv.Reading != nil && capab.Poll > 0 && now.Sub(cv.Reading.At) > 3*capab.Poll {
-			cc.Stale = true
+		if capab.Poll > 0 {
+			cc.StaleAfter = 3 * capab.Poll
+			cc.Stale = cv.Reading != nil && now.Sub(cv.Reading.At) > cc.StaleAfter
 		}
 		if rc := cv.Receipt; rc != nil && cv.Reading != nil && rc.Value.Equal(cv.Reading.Value) {
 			cc.Since = rc.At
