@@ -174,7 +174,7 @@ func TestSecondRequestWhilePendingIsRefused(t *testing.T) {
 		first := w.do("mqtt:alice", "c1", "pump-1", "on", on)
 		want(t, first, runtime.ApprovalRequest, "")
 		second := w.do("mqtt:carol", "c9", "pump-1", "on", value.Bool(false))
-		want(t, second, runtime.Refused, "pump-1.on already has a pending approval "+first.Approval.ID)
+		want(t, second, runtime.Refused, "pump-1.on already has a pending approval "+first.Approval.ID+", asked by mqtt:alice at ")
 		// The same request again is not a second request: it gets the first outcome.
 		again := w.do("mqtt:alice", "c1", "pump-1", "on", on)
 		if again.Kind != runtime.ApprovalRequest || again.Approval.ID != first.Approval.ID || !again.Replayed {

@@ -135,7 +135,7 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 	if w.resume == nil {
 		if id, busy := e.pendingFor(target); busy {
 			return e.refused(ctx, base, governance.Verdict{Outcome: governance.Refuse, Stage: governance.StageUnjudged,
-				Why: target + " already has a pending approval " + id + "; answer it first"})
+				Why: target + " already has a pending approval " + e.pendingWho(id) + "; answer it first"})
 		}
 		e.gather(ctx, conds, false)
 		if !steady(false) {
@@ -378,7 +378,7 @@ func (e *Engine) park(ctx context.Context, w *writeReq, base Observation, v gove
 	p := &pending{rec: ap, decided: make(chan struct{})}
 	target := ref(w.device, w.capability)
 	if id, busy := e.reservePending(target, ap.ID); busy {
-		return e.refused(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: target + " already has a pending approval " + id})
+		return e.refused(ctx, base, governance.Verdict{Outcome: governance.Refuse, Why: target + " already has a pending approval " + e.pendingWho(id)})
 	}
 	rr := w.run.park(now, ap.ID)
 	rec := ap
@@ -473,4 +473,15 @@ func (e *Engine) renewal(target string, v value.Value, pol *CapPolicy) bool {
 		}
 	}
 	return true
+}
+
+// pendingWho names the pending approval id and who asked for it, when,
+// for a refusal that names it: the one refused learns whose request
+// stands in the way.
+func (e *Engine) pendingWho(id string) string {
+	ap, ok := e.Approval(id)
+	if !ok {
+		return id
+	}
+	return id + ", asked by " + ap.Principal + " at " + ap.RequestedAt.UTC().Format("2006-01-02 15:04:05Z")
 }

@@ -242,6 +242,7 @@ func TestMCPRefusals(t *testing.T) {
 		{map[string]any{"device": "tank-1", "capability": "level", "value": 3, "reason": "x"}, `argument "capability": level of tank-1 is a sensor`},
 		{map[string]any{"device": "valve-1", "capability": "open", "value": true}, `reason`},
 		{map[string]any{"device": "valve-1", "capability": "open", "value": true, "reason": "x", "extra": 1}, `extra`},
+		{map[string]any{"device": "valve-1", "capability": "open", "value": true, "reason": "x", "request_id": strings.Repeat("r", 129)}, `argument "request_id": at most 128`},
 	} {
 		_, text, isErr := callTool(t, op, &mcp.CallToolParams{Name: toolRequestWrite, Arguments: tc.args})
 		if !isErr || !strings.Contains(text, tc.want) {

@@ -496,6 +496,9 @@ func (m *mcpSurface) requestWrite(ctx context.Context, req *mcp.CallToolRequest,
 	if len(in.Reason) > maxReasonLen {
 		return nil, nil, fmt.Errorf(`argument "reason": at most %d characters`, maxReasonLen)
 	}
+	if len(in.RequestID) > 128 {
+		return nil, nil, errors.New(`argument "request_id": at most 128 characters`)
+	}
 	if in.Value == nil {
 		return nil, nil, errors.New(`argument "value": a write needs a value (a bool, a number or an enum string)`)
 	}
