@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -81,6 +82,10 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shadowgate mcp: %v\n", err)
 		return exitUsage
 	}
+	if host, clear := inClear(target); clear {
+		log.Warn("the token goes to the gateway in clear, over plain HTTP off this machine: anyone on the path can read it and act as the agent; use https:// (the gateway's web.tls)",
+			"host", host)
+	}
 	token, err := mcpToken(*tokenFile, os.Getenv(envMCPToken))
 	if err != nil {
 		fmt.Fprintf(stderr, "shadowgate mcp: %v\n", err)
@@ -122,6 +127,22 @@ func mcpEndpoint(flagValue, env string) (string, error) {
 		return "", errors.New("--url: put no credentials in the address; the token goes in $" + envMCPToken + " or --token-file")
 	}
 	return u.String(), nil
+}
+
+// inClear reports whether endpoint (an address mcpEndpoint accepted)
+// sends the token in clear off this machine: plain HTTP to a host that
+// is not loopback.
+func inClear(endpoint string) (string, bool) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "http" {
+		return "", false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return host, false
+	}
+	ip, err := netip.ParseAddr(host)
+	return host, err != nil || !ip.IsLoopback()
 }
 
 // mcpToken reads the token from the file, else takes the environment's.

@@ -22,6 +22,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+func TestInClear(t *testing.T) {
+	for u, want := range map[string]bool{
+		"http://127.0.0.1:8080/mcp": false, "http://[::1]:8080/mcp": false, "http://localhost:8080/mcp": false,
+		"https://10.0.0.2:8443/mcp": false, "http://10.0.0.2:8080/mcp": true, "http://gw.local:8080/mcp": true,
+		"http://127.0.0.1.evil.example/mcp": true,
+	} {
+		if _, got := inClear(u); got != want {
+			t.Errorf("inClear(%q) = %v, want %v", u, got, want)
+		}
+	}
+}
+
 func TestMCPEndpoint(t *testing.T) {
 	for _, tc := range []struct{ flag, env, want, err string }{
 		{"", "", defaultMCPURL, ""},
