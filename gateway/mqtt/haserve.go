@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -133,17 +134,32 @@ func (a *haAnnouncer) listen() {
 	}
 }
 
+// haAnnounceGap is the least time between two announcements. Births
+// that come closer together are answered once, at the end of the gap: a
+// client that floods Home Assistant's status with "online" would
+// otherwise have every config sent to every subscriber at each message.
+var haAnnounceGap = 5 * time.Second
+
 // announce publishes the configs again on every birth of Home Assistant
-// until ctx ends. It runs in the broker's wait group.
+// until ctx ends, at most once a haAnnounceGap. It runs in the broker's
+// wait group.
 func (a *haAnnouncer) announce(ctx context.Context) {
+	gap := time.NewTimer(0)
+	defer gap.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.births:
-			a.b.log.Info("home assistant is online; announcing the gateway again", "entities", len(a.topics), "removed", len(a.gone))
-			a.publish()
 		}
+		select { // the births during the gap are one
+		case <-ctx.Done():
+			return
+		case <-gap.C:
+		}
+		a.b.log.Info("home assistant is online; announcing the gateway again", "entities", len(a.topics), "removed", len(a.gone))
+		a.publish()
+		gap.Reset(haAnnounceGap)
 	}
 }
 

@@ -798,3 +798,31 @@ func TestCheckDeviceClass(t *testing.T) {
 		}
 	}
 }
+
+// TestHomeAssistantBirthFloodIsAnsweredOnce: a client that floods Home
+// Assistant's status with "online" gets the configs announced once, and
+// once more when the gap ends, not once a message.
+func TestHomeAssistantBirthFloodIsAnsweredOnce(t *testing.T) {
+	gw := startGW(t, gwOptions{ha: haOptions(greenhouse())})
+	hass := gw.mustClient("hass", "hass-password")
+	ch := subscribe(t, hass, "homeassistant/+/+/config")
+	discovery(t, ch, 7) // the retained configs a new subscription is handed
+	for range 300 {
+		publish(t, hass, "homeassistant/status", 0, "online")
+	}
+	fresh := 0
+	window := time.After(haAnnounceGap / 2)
+	for counting := true; counting; {
+		select {
+		case m := <-ch:
+			if !m.Retained() {
+				fresh++
+			}
+		case <-window:
+			counting = false
+		}
+	}
+	if fresh != 7 {
+		t.Errorf("%d configs announced in the %v after 300 births, want 7: one announcement", fresh, haAnnounceGap/2)
+	}
+}
