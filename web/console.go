@@ -79,8 +79,10 @@ type pageData struct {
 	User  *identity
 	CSRF  string
 	Note  string
-	// NoteIsError marks Note as a form's error, not a success.
-	NoteIsError bool
+	// NoteIsError marks Note as a form's error, not a success;
+	// NoteIsBad marks it as a bad outcome of a form that was right (a
+	// command refused, or an act that failed).
+	NoteIsError, NoteIsBad bool
 	Error       string
 	// ErrorID names the log line with the detail of Error, when it is a
 	// failure that was not the person's doing.
@@ -92,6 +94,9 @@ type pageData struct {
 	StreamKinds string
 	// Alarms are the counts the header shows to a person logged in.
 	Alarms runtime.AlarmCounts
+	// Now is when the page was drawn: the script tells the ages of
+	// readings from it, whatever the browser's clock says.
+	Now time.Time
 	// Status is what every page shows a person logged in: the requests
 	// waiting and the banners.
 	Status *statusView
@@ -108,7 +113,7 @@ func (p *pages) render(c echo.Context, status int, name string, d pageData) erro
 		d.CSRF = csrfToken(c)
 	}
 	if d.Note == "" {
-		d.Note, d.NoteIsError = noteOf(c)
+		d.Note, d.NoteIsError, d.NoteIsBad = noteOf(c)
 	}
 	var buf bytes.Buffer
 	tmpl := "layout.html"
@@ -236,19 +241,48 @@ var streamKinds = func() string {
 
 func (s *Server) page(c echo.Context, name, title string, data any) error {
 	return s.pages.render(c, http.StatusOK, name, pageData{Title: title, User: userOf(c), Kinds: pageKinds[name],
-		StreamKinds: streamKinds, Alarms: s.alarmCounts(), Status: s.status(c.Request().Context(), name), Data: data})
+		StreamKinds: streamKinds, Alarms: s.alarmCounts(), Now: s.opts.Now(), Status: s.status(c.Request().Context(), name), Data: data})
 }
+
+// The tones of a note: what the page makes of it.
+const (
+	noteGood  = ""
+	noteBad   = "bad"   // a form that was right, and came to nothing good
+	noteError = "error" // a form's error: nothing was done
+)
 
 // back redirects to a page with a note for the person.
 func back(c echo.Context, to, note string) error {
-	return c.Redirect(http.StatusSeeOther, to+"?"+signedNote(note, false, "").Encode())
+	return c.Redirect(http.StatusSeeOther, to+"?"+signedNote(note, noteGood, "").Encode())
+}
+
+// backOutcome redirects to a page with what came of a command: a bad
+// outcome (refused, failed, contradicted) is said as one, so that it
+// never looks like a success.
+func backOutcome(c echo.Context, to, note string, r result) error {
+	tone := noteGood
+	if badOutcome(r) {
+		tone = noteBad
+	}
+	return c.Redirect(http.StatusSeeOther, to+"?"+signedNote(note, tone, "").Encode())
+}
+
+// badOutcome reports whether a command came to nothing good: the judge
+// or the device refused it, it failed, or the world contradicted it or
+// could not confirm it.
+func badOutcome(r result) bool {
+	switch r.Outcome {
+	case "refused", "failed", "contradicted":
+		return true
+	}
+	return r.Receipt != nil && r.Receipt.Confirmation == runtime.Unconfirmed
 }
 
 // backError redirects to a page with a form's error for the person.
 // field, if not "", names the form's field the error is about, so that
 // the page can show the error next to it.
 func backError(c echo.Context, to, field, msg string) error {
-	return c.Redirect(http.StatusSeeOther, to+"?"+signedNote(msg, true, field).Encode())
+	return c.Redirect(http.StatusSeeOther, to+"?"+signedNote(msg, noteError, field).Encode())
 }
 
 // noteKey signs the notes the gateway sends a person back with, so that
@@ -262,15 +296,19 @@ var noteKey = func() []byte {
 	return k
 }()
 
-// signedNote is the query that carries a note: its text, whether it is a
-// form's error and the field it names, and their signature.
-func signedNote(note string, isError bool, field string) url.Values {
+// signedNote is the query that carries a note: its text, its tone
+// ("error=1" for a form's error, with the field it names; "bad=1" for a
+// bad outcome), and their signature.
+func signedNote(note, tone, field string) url.Values {
 	q := url.Values{"note": {note}}
-	if isError {
+	switch tone {
+	case noteError:
 		q.Set("error", "1")
 		if field != "" {
 			q.Set("field", field)
 		}
+	case noteBad:
+		q.Set("bad", "1")
 	}
 	q.Set("sig", noteSig(q))
 	return q
@@ -278,17 +316,17 @@ func signedNote(note string, isError bool, field string) url.Values {
 
 func noteSig(q url.Values) string {
 	m := hmac.New(sha256.New, noteKey)
-	m.Write([]byte(q.Get("error") + "\x00" + q.Get("field") + "\x00" + q.Get("note")))
+	m.Write([]byte(q.Get("error") + "\x00" + q.Get("bad") + "\x00" + q.Get("field") + "\x00" + q.Get("note")))
 	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 // noteOf returns the note a request carries, if the gateway signed it.
-func noteOf(c echo.Context) (note string, isError bool) {
+func noteOf(c echo.Context) (note string, isError, isBad bool) {
 	q := c.QueryParams()
 	if q.Get("note") == "" || !hmac.Equal([]byte(q.Get("sig")), []byte(noteSig(q))) {
-		return "", false
+		return "", false, false
 	}
-	return q.Get("note"), q.Get("error") == "1"
+	return q.Get("note"), q.Get("error") == "1", q.Get("bad") == "1"
 }
 
 // fieldOf returns the field an API error names (`field "reason": ...`),
@@ -421,16 +459,31 @@ func (s *Server) answerForm(c echo.Context) error {
 	if err != nil {
 		return formError(c, "/approvals", err)
 	}
-	what := "The mode change to " + ap.Mode
+	return back(c, "/approvals", s.answerNote(ap))
+}
+
+// answerNote says what is known when an answer is given: the answer, not
+// the act. An approved act may yet be refused at the act, or fail; its
+// card says what came of it, and the note must not say otherwise.
+func (s *Server) answerNote(ap runtime.Approval) string {
+	what := "the mode change to " + ap.Mode
 	if ap.Kind == "actuation" {
 		_, capab, _ := s.eng.Capability(ap.Device, ap.Capability)
 		what = ap.Device + "." + ap.Capability + " → " + stateText(ap.Value, capab.Unit)
 	}
-	status := string(ap.Status)
-	if ap.Status == runtime.ApprovalPending {
-		status = "approved by you; it waits for another approval"
+	what += " (" + ap.ID + ")"
+	switch ap.Status {
+	case runtime.ApprovalPending:
+		return "You approved " + what + "; it waits for another approval."
+	case runtime.ApprovalApproved:
+		if ap.Kind == "actuation" {
+			return "Approved " + what + ". What came of the act is on its card."
+		}
+		return "Approved " + what + "."
+	case runtime.ApprovalDenied:
+		return "Denied " + what + "."
 	}
-	return back(c, "/approvals", what+": "+status+" ("+ap.ID+").")
+	return "Answered " + what + ": " + string(ap.Status) + "."
 }
 
 func (s *Server) policyPage(c echo.Context) error {

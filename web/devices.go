@@ -247,7 +247,7 @@ func (s *Server) commandForm(c echo.Context) error {
 	if err != nil {
 		return formError(c, to, err)
 	}
-	return back(c, to, commandNote(b, r, capab.Unit))
+	return backOutcome(c, to, commandNote(b, r, capab.Unit), r)
 }
 
 // formValue is a value typed in a form, as JSON, for a capability of
