@@ -83,7 +83,7 @@ type pageData struct {
 	// NoteIsBad marks it as a bad outcome of a form that was right (a
 	// command refused, or an act that failed).
 	NoteIsError, NoteIsBad bool
-	Error       string
+	Error                  string
 	// ErrorID names the log line with the detail of Error, when it is a
 	// failure that was not the person's doing.
 	ErrorID string
