@@ -83,7 +83,7 @@ func mcpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if host, clear := inClear(target); clear {
-		log.Warn("the token goes to the gateway in clear, over plain HTTP off this machine: anyone on the path can read it and act as the agent; use https:// (the gateway's web.tls)",
+		log.Warn("the token goes to the gateway in clear, over plain HTTP off this machine: anyone on the path can read it and act as the agent; use https:// (the gateway's web.cert_file and web.key_file)",
 			"host", host)
 	}
 	token, err := mcpToken(*tokenFile, os.Getenv(envMCPToken))
