@@ -64,14 +64,16 @@ type FaultConfig struct {
 // configuration declares, from what the element is. The pump spends the
 // energy that runs it and, with the valve open, the tank's water (12 L/min
 // out of 200 L that only the supply refills); the heater spends energy to
-// warm the air. Nothing the simulator does leaves this machine, every
+// warm the air, and so does the thermostat, whose setpoint sets how much
+// the heater runs. Nothing the simulator does leaves this machine, every
 // change can be put back (the tank refills, the air cools) and the physics
 // are bounded (a tank between empty and full, air between ambient and the
 // heater's 30 °C): no element reaches, is irreversible or is uncontained.
-// The valve spends nothing of its own; the sensors change nothing.
+// The valve and the vent spend nothing of their own; the sensors change
+// nothing.
 func floor(address string) devices.Floor {
 	switch address {
-	case "pump", "heater":
+	case "pump", "heater", "thermostat":
 		return devices.Floor{Costs: true}
 	}
 	return devices.Floor{}

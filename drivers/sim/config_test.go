@@ -39,7 +39,7 @@ func TestConfigureSetsFloorsAndBuilds(t *testing.T) {
 		t.Fatalf("configure = %v, problems %q", b != nil, problems)
 	}
 	for _, d := range devs {
-		want := devices.Floor{Costs: d.Address == "pump" || d.Address == "heater"}
+		want := devices.Floor{Costs: d.Address == "pump" || d.Address == "heater" || d.Address == "thermostat"}
 		if got := d.Capabilities[0].Floor; got != want {
 			t.Errorf("floor of %s = %+v, want %+v", d.ID, got, want)
 		}
@@ -85,7 +85,7 @@ func TestConfigureReportsEveryProblemAtItsPlace(t *testing.T) {
 		"valve-1":  {AckDelay: "forever", WriteDelay: "-1s", ReadDelay: "2s"},
 	}}, devs)
 	want := []string{
-		`devices[0].address: sim device tank-1: unknown address "boiler" (want tank, flow, air, pump, valve or heater)`,
+		`devices[0].address: sim device tank-1: unknown address "boiler" (want tank, flow, air, pump, valve, heater, thermostat or vent)`,
 		`devices[3].capabilities[0]: sim device pump-1 (pump): capability speed does not fit; the pump offers on, a bool actuator`,
 		`options.faults.boiler-1: no device boiler-1 on driver sim`,
 		`options.faults.valve-1.write_delay: "-1s" is not a positive duration (write it like 30s, 5m or 2h)`,

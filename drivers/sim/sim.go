@@ -1,6 +1,7 @@
 // Package sim is a simulated greenhouse: a water tank drained by a pump
-// through a valve, a flow meter, an air thermometer and a heater, with
-// simple physics on an injectable clock. It drives the demo and most tests.
+// through a valve, a flow meter, an air thermometer, a heater with its
+// thermostat's setpoint and a roof vent, with simple physics on an
+// injectable clock. It drives the demo and most tests.
 //
 // It is also the reference fake of the device contract: faults can be
 // injected per device (offline, stuck actuator, slow or failing writes and
@@ -14,6 +15,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +23,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -42,7 +45,27 @@ var elements = map[string]struct {
 	"pump":   {"on", devices.KindActuator, value.TypeBool},
 	"valve":  {"open", devices.KindActuator, value.TypeBool},
 	"heater": {"on", devices.KindActuator, value.TypeBool},
+	// The heater's thermostat: the heater, on, warms the air towards
+	// this setpoint (°C), never beyond its own heated limit.
+	"thermostat": {"setpoint", devices.KindActuator, value.TypeNumber},
+	// The roof vent: open lets the warm air out, half lets out half as
+	// much.
+	"vent": {"position", devices.KindActuator, value.TypeEnum},
 }
+
+// addresses lists the elements for messages, in the order people meet them.
+const addresses = "tank, flow, air, pump, valve, heater, thermostat or vent"
+
+// The vent's positions, and how many times faster than shut each lets
+// the air cool.
+var ventPositions = map[string]float64{"closed": 1, "half": 2, "open": 4}
+
+// The thermostat's range, °C: a setpoint outside it is refused by the
+// device, whatever the envelope.
+const (
+	setpointMin = 0.0
+	setpointMax = 40.0
+)
 
 // Physics constants of the greenhouse.
 const (
@@ -51,7 +74,7 @@ const (
 	flowTau      = 2.0   // seconds for the flow to settle
 	refillPerSec = 0.01  // % per second, a float valve topping the tank up
 	ambient      = 14.0  // °C with the heater off
-	heated       = 30.0  // °C the heater drives towards
+	heated       = 30.0  // °C the heater drives towards, at most
 	heatTau      = 600.0 // seconds
 	coolTau      = 1200.0
 	tick         = time.Second // integration step
@@ -65,6 +88,11 @@ type State struct {
 	Pump        bool    `json:"pump"`
 	Valve       bool    `json:"valve"`
 	Heater      bool    `json:"heater"`
+	// Setpoint is the thermostat's, °C; zero means unset, and the heater
+	// then drives towards its heated limit.
+	Setpoint float64 `json:"setpoint,omitempty"`
+	// Vent is the roof vent's position: closed (or ""), half or open.
+	Vent string `json:"vent,omitempty"`
 }
 
 // World is what a state file keeps: the physical state, and how many writes
@@ -102,12 +130,14 @@ type Fault = devicetest.Fault
 // Options configure a greenhouse.
 type Options struct {
 	// Devices are the configured devices this driver serves; each Address
-	// names an element: tank, flow, air, pump, valve or heater.
+	// names an element: tank, flow, air, pump, valve, heater, thermostat or
+	// vent.
 	Devices []devices.Device
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// Initial is the starting state. The zero value means a tank at 60%,
-	// air at ambient, everything off.
+	// air at ambient, everything off, the thermostat at the heater's
+	// 30 °C and the vent closed.
 	Initial *State
 	// WriteHook, if set, is called inside Write after the delay and before
 	// the value takes effect. Tests use it to look at the world from inside
@@ -152,12 +182,17 @@ type world struct {
 func check(d devices.Device) (int, error) {
 	el, ok := elements[d.Address]
 	if !ok {
-		return -1, errors.New("sim device " + d.ID + ": unknown address \"" + d.Address + "\" (want tank, flow, air, pump, valve or heater)")
+		return -1, errors.New("sim device " + d.ID + ": unknown address \"" + d.Address + "\" (want " + addresses + ")")
 	}
 	for i, c := range d.Capabilities {
 		if c.Name != el.capability || c.Kind != el.kind || c.Type != el.typ {
 			return i, errors.New("sim device " + d.ID + " (" + d.Address + "): capability " + c.Name +
 				" does not fit; the " + d.Address + " offers " + el.capability + ", a " + el.typ.String() + " " + el.kind.String())
+		}
+		for _, e := range c.Enum {
+			if _, ok := ventPositions[e]; !ok {
+				return i, errors.New("sim device " + d.ID + " (" + d.Address + "): the vent has no position " + strconv.Quote(e) + " (want closed, half or open)")
+			}
 		}
 	}
 	return -1, nil
@@ -179,7 +214,7 @@ func New(opts Options) (*Greenhouse, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
-	w.st = State{Level: 60, Temperature: ambient}
+	w.st = State{Level: 60, Temperature: ambient, Setpoint: heated, Vent: "closed"}
 	if opts.Initial != nil {
 		w.st = *opts.Initial
 	}
@@ -329,6 +364,10 @@ func (w *world) Read(ctx context.Context, device, capability string) (devices.Re
 		v = value.Bool(w.st.Valve)
 	case "heater":
 		v = value.Bool(w.st.Heater)
+	case "thermostat":
+		v = value.Number(round2(cmp.Or(w.st.Setpoint, heated)))
+	case "vent":
+		v = value.Enum(cmp.Or(w.st.Vent, "closed"))
 	}
 	return devices.Reading{Value: v, At: now, Quality: devices.QualityGood}, nil
 }
@@ -369,8 +408,18 @@ func (w *world) writable(device, capability string, v value.Value) (string, erro
 	if elements[addr].kind != devices.KindActuator {
 		return "", opErr(devices.ErrNotWritable)
 	}
-	if v.Type != value.TypeBool {
-		return "", opErr(devices.BadRequest("want a bool, got a " + v.Type.String()))
+	if want := elements[addr].typ; v.Type != want {
+		return "", opErr(devices.BadRequest("want a " + want.String() + ", got a " + v.Type.String()))
+	}
+	switch addr {
+	case "thermostat":
+		if math.IsNaN(v.Num) || v.Num < setpointMin || v.Num > setpointMax {
+			return "", opErr(devices.BadRequest("the thermostat's setpoint is from 0 to 40 °C, not " + v.String()))
+		}
+	case "vent":
+		if _, ok := ventPositions[v.Text]; !ok {
+			return "", opErr(devices.BadRequest("the vent has no position " + strconv.Quote(v.Text) + " (want closed, half or open)"))
+		}
 	}
 	return addr, nil
 }
@@ -404,6 +453,10 @@ func (w *world) apply(addr, target string, v value.Value) error {
 		w.st.Valve = v.Bool
 	case "heater":
 		w.st.Heater = v.Bool
+	case "thermostat":
+		w.st.Setpoint = v.Num
+	case "vent":
+		w.st.Vent = v.Text
 	}
 	return w.saveLocked()
 }
@@ -483,11 +536,24 @@ func (w *world) advanceLocked(now time.Time) {
 			w.st.Level += refillPerSec * s
 		}
 		w.st.Level = math.Max(0, math.Min(100, w.st.Level))
-		goal, tau := ambient, coolTau
-		if w.st.Heater {
-			goal, tau = heated, heatTau
+		// The heater warms the air towards the setpoint; with the heater
+		// off, or the vent open at all, the air also cools towards
+		// ambient, faster the wider the vent.
+		vent := ventPositions[w.st.Vent]
+		if vent == 0 {
+			vent = 1
 		}
-		w.st.Temperature += (goal - w.st.Temperature) * (1 - math.Exp(-s/tau))
+		goal := heated
+		if w.st.Setpoint > 0 {
+			goal = math.Min(w.st.Setpoint, heated)
+		}
+		heating := w.st.Heater && w.st.Temperature < goal
+		if heating {
+			w.st.Temperature += (goal - w.st.Temperature) * (1 - math.Exp(-s/heatTau))
+		}
+		if !heating || vent > 1 {
+			w.st.Temperature += (ambient - w.st.Temperature) * (1 - math.Exp(-s*vent/coolTau))
+		}
 	}
 }
 

@@ -32,6 +32,10 @@ func greenhouseDevices() []devices.Device {
 		{ID: "pump-1", Address: "pump", Capabilities: act("on")},
 		{ID: "valve-1", Address: "valve", Capabilities: act("open")},
 		{ID: "heater-1", Address: "heater", Capabilities: act("on")},
+		{ID: "thermostat-1", Address: "thermostat", Capabilities: []devices.Capability{
+			{Name: "setpoint", Kind: devices.KindActuator, Type: value.TypeNumber, Unit: "°C", ReadBack: true}}},
+		{ID: "vent-1", Address: "vent", Capabilities: []devices.Capability{
+			{Name: "position", Kind: devices.KindActuator, Type: value.TypeEnum, Enum: []string{"closed", "half", "open"}, ReadBack: true}}},
 	}
 }
 
@@ -124,7 +128,7 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("Write to offline device = %v, want ErrOffline", err)
 	}
 	g.SetFault("valve-1", Fault{})
-	if len(g.Devices()) != 6 {
+	if len(g.Devices()) != len(greenhouseDevices()) {
 		t.Fatalf("healed device did not come back: %d devices", len(g.Devices()))
 	}
 
@@ -200,13 +204,85 @@ func TestStateFileOutlivesTheDriver(t *testing.T) {
 
 func TestNewRejectsMisfits(t *testing.T) {
 	_, err := New(Options{Devices: []devices.Device{{ID: "x", Address: "boiler"}}})
-	if err == nil || err.Error() != `sim device x: unknown address "boiler" (want tank, flow, air, pump, valve or heater)` {
+	if err == nil || err.Error() != `sim device x: unknown address "boiler" (want tank, flow, air, pump, valve, heater, thermostat or vent)` {
 		t.Fatalf("New with unknown address: %v", err)
 	}
 	_, err = New(Options{Devices: []devices.Device{{ID: "p", Address: "pump",
 		Capabilities: []devices.Capability{{Name: "speed", Kind: devices.KindActuator, Type: value.TypeNumber}}}}})
 	if err == nil {
 		t.Fatal("New accepted a pump with a speed")
+	}
+}
+
+// TestThermostatAndVent: the air follows the setpoint while the heater
+// runs, and holds there; the vent cools it, faster open than half; both
+// read back what was written, and refuse what they cannot take.
+func TestThermostatAndVent(t *testing.T) {
+	g, c := newGreenhouse(t)
+	ctx := t.Context()
+	if v := read(t, g, "thermostat-1", "setpoint"); v.Num != 30 {
+		t.Fatalf("the thermostat starts at %v, want 30", v)
+	}
+	if v := read(t, g, "vent-1", "position"); !v.Equal(value.Enum("closed")) {
+		t.Fatalf("the vent starts %v, want closed", v)
+	}
+	for _, w := range []struct {
+		dev, cp string
+		v       value.Value
+	}{{"thermostat-1", "setpoint", value.Number(20)}, {"heater-1", "on", value.Bool(true)}} {
+		if err := g.Write(ctx, w.dev, w.cp, w.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := read(t, g, "thermostat-1", "setpoint"); v.Num != 20 {
+		t.Fatalf("the setpoint reads back %v, want 20", v)
+	}
+	c.advance(2 * time.Hour)
+	if got := read(t, g, "air-1", "temperature").Num; got < 19.5 || got > 20 {
+		t.Fatalf("air after 2 h heated to a 20 °C setpoint = %v, want about 20", got)
+	}
+	// The setpoint raised, the air follows it up.
+	if err := g.Write(ctx, "thermostat-1", "setpoint", value.Number(25)); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(2 * time.Hour)
+	warm := read(t, g, "air-1", "temperature").Num
+	if warm < 24.5 || warm > 25 {
+		t.Fatalf("air after 2 h at a 25 °C setpoint = %v, want about 25", warm)
+	}
+	// The vent lets the heat out: open cools more than half.
+	cooled := map[string]float64{}
+	for _, pos := range []string{"half", "open"} {
+		g.Adjust(func(s *State) { s.Temperature = warm })
+		if err := g.Write(ctx, "vent-1", "position", value.Enum(pos)); err != nil {
+			t.Fatal(err)
+		}
+		if v := read(t, g, "vent-1", "position"); !v.Equal(value.Enum(pos)) {
+			t.Fatalf("the vent reads back %v, want %s", v, pos)
+		}
+		c.advance(time.Hour)
+		cooled[pos] = read(t, g, "air-1", "temperature").Num
+	}
+	if !(cooled["open"] < cooled["half"] && cooled["half"] < warm-1) {
+		t.Fatalf("air an hour after venting from %.2f: half %.2f, open %.2f; want open < half < before", warm, cooled["half"], cooled["open"])
+	}
+	for _, bad := range []struct {
+		dev, cp string
+		v       value.Value
+		want    string
+	}{
+		{"thermostat-1", "setpoint", value.Number(55), "from 0 to 40 °C"},
+		{"thermostat-1", "setpoint", value.Bool(true), "want a number"},
+		{"vent-1", "position", value.Enum("ajar"), `no position "ajar"`},
+	} {
+		err := g.Write(ctx, bad.dev, bad.cp, bad.v)
+		if err == nil || !errors.Is(err, devices.ErrBadRequest) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Write(%s.%s, %v) = %v, want a bad request saying %q", bad.dev, bad.cp, bad.v, err, bad.want)
+		}
+	}
+	if _, err := New(Options{Devices: []devices.Device{{ID: "v", Address: "vent", Capabilities: []devices.Capability{
+		{Name: "position", Kind: devices.KindActuator, Type: value.TypeEnum, Enum: []string{"closed", "ajar"}}}}}}); err == nil || !strings.Contains(err.Error(), `no position "ajar"`) {
+		t.Fatalf("New with a vent position it has not = %v", err)
 	}
 }
 
