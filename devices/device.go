@@ -79,6 +79,10 @@ func (c *Capability) Readable() bool { return c.Kind == KindSensor || c.ReadBack
 type Device struct {
 	// ID is unique within the gateway: "pump-1".
 	ID string
+	// Label is the name people call the device by, "Pump 1"; "" when
+	// the configuration gives none, and the ID is its name. It is at most
+	// MaxLabel runes of printable text without line breaks.
+	Label string
 	// Area places the device in the world: "greenhouse/zone-a". Its scope
 	// is the area followed by the id.
 	Area string
@@ -87,6 +91,17 @@ type Device struct {
 	// Address is the driver's own name for the device (a pin, a node id).
 	Address      string
 	Capabilities []Capability
+}
+
+// MaxLabel bounds a device's Label, in runes.
+const MaxLabel = 40
+
+// Name returns what people call the device: its label, or its id.
+func (d *Device) Name() string {
+	if d.Label != "" {
+		return d.Label
+	}
+	return d.ID
 }
 
 // Scope returns the device's scope: its area and its id.

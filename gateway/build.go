@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -404,7 +407,7 @@ func (c *checker) lease(p path, lc LeaseConfig, def runtime.Lease) runtime.Lease
 }
 
 func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, shared bool, seen []devices.Device) (devices.Device, bool) {
-	d := devices.Device{ID: dc.ID, Area: dc.Area, Driver: dc.Driver, Address: dc.Address}
+	d := devices.Device{ID: dc.ID, Label: dc.Label, Area: dc.Area, Driver: dc.Driver, Address: dc.Address}
 	n := len(c.errs)
 	if !namePattern.MatchString(dc.ID) {
 		c.errf(p.with("id"), "%q is not a valid device id (letters, digits, '-' and '_', at most 64)", dc.ID)
@@ -420,6 +423,9 @@ func (c *checker) device(p path, dc DeviceConfig, drivers map[string]bool, share
 		if !shared && dc.Address != "" && s.Driver == dc.Driver && s.Address == dc.Address && s.ID != dc.ID {
 			c.errf(p.with("address"), "device %s has the address %q of device %s on driver %s; one device, one id", dc.ID, dc.Address, s.ID, dc.Driver)
 		}
+	}
+	if err := checkLabel(dc.Label); err != nil {
+		c.errf(p.with("label"), "%v", err)
 	}
 	if dc.Area != "" {
 		if _, err := governance.ParseScope(dc.Area); err != nil {
@@ -1082,4 +1088,25 @@ func kindNames() []string {
 		out[i] = string(k)
 	}
 	return out
+}
+
+// checkLabel checks a device's label: people read it on the console, so
+// it is short printable text, one line, without spaces at its ends.
+func checkLabel(l string) error {
+	switch {
+	case l == "":
+		return nil
+	case !utf8.ValidString(l):
+		return errors.New("the label is not valid UTF-8")
+	case utf8.RuneCountInString(l) > devices.MaxLabel:
+		return fmt.Errorf("the label %q is %d characters long; at most %d", l, utf8.RuneCountInString(l), devices.MaxLabel)
+	case strings.TrimSpace(l) != l:
+		return fmt.Errorf("the label %q begins or ends with a space", l)
+	}
+	for _, r := range l {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("the label %q holds %U, which is not printable (write one line of text)", l, r)
+		}
+	}
+	return nil
 }

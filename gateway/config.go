@@ -242,7 +242,11 @@ type DriverConfig struct {
 
 // DeviceConfig is one device.
 type DeviceConfig struct {
-	ID           string             `yaml:"id"`
+	ID string `yaml:"id"`
+	// Label is what people call the device in the console, "Pump 1";
+	// optional, at most 40 printable characters. The id stays its name
+	// in commands, rules and the journal.
+	Label        string             `yaml:"label"`
 	Area         string             `yaml:"area"`
 	Driver       string             `yaml:"driver"`
 	Address      string             `yaml:"address"`

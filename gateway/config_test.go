@@ -41,17 +41,27 @@ func TestDemoConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Devices) != 6 || len(b.Plans) != 1 || b.Mode != "supervised" || b.Plans[0].Every != time.Minute {
+	if len(b.Devices) != 8 || len(b.Plans) != 1 || b.Mode != "supervised" || b.Plans[0].Every != time.Minute {
 		t.Fatalf("demo = %d devices, %d plans, mode %s", len(b.Devices), len(b.Plans), b.Mode)
+	}
+	// Every device has a label, carried on the device.
+	for _, d := range b.Devices {
+		if d.Label == "" {
+			t.Errorf("demo device %s has no label", d.ID)
+		}
+	}
+	// The number and the enum actuator, with their envelope and values.
+	if env := b.Policies["thermostat-1.setpoint"].Envelope; env == nil || !env.HasMin || env.Min != 10 || env.Max != 28 || env.Step != 0.5 {
+		t.Errorf("thermostat-1.setpoint envelope = %+v, want 10 to 28 by 0.5", env)
 	}
 	pol := b.Policies["pump-1.on"]
 	if pol.Effects == nil || !pol.Effects.Costs || len(pol.Interlocks) != 1 || pol.Confirm == nil || !pol.Confirm.ReadBack || pol.Safe == nil {
 		t.Fatalf("pump-1.on policy = %+v", pol)
 	}
-	// The simulator's floors: the pump and the heater spend energy, the
-	// valve and the sensors nothing.
+	// The simulator's floors: the pump, the heater and its thermostat
+	// spend energy, the valve, the vent and the sensors nothing.
 	for _, d := range b.Devices {
-		want := devices.Floor{Costs: d.ID == "pump-1" || d.ID == "heater-1"}
+		want := devices.Floor{Costs: d.ID == "pump-1" || d.ID == "heater-1" || d.ID == "thermostat-1"}
 		if got := d.Capabilities[0].Floor; got != want {
 			t.Errorf("floor of %s.%s = %+v, want %+v", d.ID, d.Capabilities[0].Name, got, want)
 		}
@@ -62,7 +72,7 @@ func TestDemoConfigLoads(t *testing.T) {
 var badConfigs = []struct {
 	name, yaml, want string
 }{
-	{"unknown key", strings.Replace(minimal, "address: tank", "adress: tank", 1), `c.yaml:6:5: devices[0].adress: unknown key "adress" (known keys here: id, area, driver, address, capabilities)`},
+	{"unknown key", strings.Replace(minimal, "address: tank", "adress: tank", 1), `c.yaml:6:5: devices[0].adress: unknown key "adress" (known keys here: id, label, area, driver, address, capabilities)`},
 	{"syntax", "gateway: {id: t\n", "c.yaml:1: did not find expected ',' or '}'"},
 	{"empty", "", "c.yaml:1: the configuration is empty"},
 	{"string bool", strings.Replace(minimal, "value: 10", `value: "10"`, 1), `c.yaml:17:61: devices[1].capabilities[0].interlocks[0].value: want a number, got a string`},
@@ -93,6 +103,12 @@ var badConfigs = []struct {
 		`c.yaml:12:9: devices[1].capabilities[0]: sim device pump-1 (pump): capability speed does not fit; the pump offers on, a bool actuator`},
 	{"floor narrowed", strings.Replace(minimal, "effects: {reversible: true}", "effects: {reversible: true, costs: false}", 1),
 		`c.yaml:16:44: devices[1].capabilities[0].effects.costs: driver sim says pump-1.on spends something (costs); the configuration may declare more than the driver's floor, never less: write costs: true or leave it out`},
+	{"label too long", strings.Replace(minimal, "  - id: pump-1\n", "  - id: pump-1\n    label: "+strings.Repeat("P", 41)+"\n", 1),
+		`c.yaml:9:12: devices[1].label: the label "` + strings.Repeat("P", 41) + `" is 41 characters long; at most 40`},
+	{"label not printable", strings.Replace(minimal, "  - id: pump-1\n", "  - id: pump-1\n    label: \"Pump\\t1\"\n", 1),
+		`c.yaml:9:12: devices[1].label: the label "Pump\t1" holds U+0009, which is not printable (write one line of text)`},
+	{"label with spaces at its end", strings.Replace(minimal, "  - id: pump-1\n", "  - id: pump-1\n    label: \"Pump 1 \"\n", 1),
+		`c.yaml:9:12: devices[1].label: the label "Pump 1 " begins or ends with a space`},
 	{"unknown driver type", strings.Replace(minimal, "type: sim}", "type: canbus}", 1),
 		`c.yaml:2:29: drivers[0].type: unknown driver type "canbus" (this build has: `},
 	{"no driver type", strings.Replace(minimal, ", type: sim}", "}", 1), `c.yaml:2:11: drivers[0]: a driver names its type (this build has: `},
