@@ -113,8 +113,8 @@ func TestCheckExplainsTheDemo(t *testing.T) {
 			t.Errorf("check --explain of the demo lacks %q:\n%s", want, out.String())
 		}
 	}
-	if n := strings.Count(out.String(), " on driver sim\n"); n != 6 {
-		t.Errorf("the demo's explanation has %d capabilities, want 6", n)
+	if n := strings.Count(out.String(), " on driver sim\n"); n != 8 {
+		t.Errorf("the demo's explanation has %d capabilities, want 8", n)
 	}
 }
 

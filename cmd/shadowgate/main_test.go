@@ -29,7 +29,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"version"}, exitOK, "shadowgate dev"},
 		{[]string{"check"}, exitUsage, "give --config F"},
-		{[]string{"check", "--config", "../../examples/demo.yaml"}, exitOK, "ok (6 devices, 1 plan, mode supervised)"},
+		{[]string{"check", "--config", "../../examples/demo.yaml"}, exitOK, "ok (8 devices, 1 plan, mode supervised)"},
 		{[]string{"check", "--config", bad}, exitConfiguration, bad + ":3:1: foo: unknown key \"foo\""},
 		{[]string{"check", "--config", filepath.Join(dir, "missing.yaml")}, exitConfiguration, "no such file"},
 		{[]string{"serve"}, exitUsage, "exactly one of --config F or --demo"},
