@@ -795,7 +795,8 @@ func TestMCPConcurrentListingsLeaveFreshHints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tool.Name == toolRequestWrite && strings.Contains(tool.Description, "valve-1.open") != online {
+			if tool.Name == toolRequestWrite && (strings.Contains(tool.Description, "- valve-1.open (") != online ||
+				strings.Contains(tool.Description, "- valve-1.open: not online now") == online) {
 				t.Fatalf("round %d: valve-1 online = %v, but request_write's description is stale:\n%s", round, online, tool.Description)
 			}
 		}
