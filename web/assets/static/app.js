@@ -17,8 +17,35 @@
       el.textContent = "in " + (m > 0 ? m + " min " : "") + s + " s";
     });
   }
-  setInterval(countdowns, 1000);
-  countdowns();
+  // The age of every reading ticks, and a reading older than its
+  // threshold (data-stale, in ms) is marked stale: readings that stop send
+  // no event, so the page must not wait for one. Ages are told by the
+  // gateway's clock (data-now, when the page was drawn), not the browser's.
+  var skew = body.dataset.now ? Number(body.dataset.now) - Date.now() : 0;
+  function ago(ms) {
+    var s = Math.floor(ms / 1000), m = Math.round(s / 60);
+    return s < 0 ? "just now" : s < 60 ? s + "s ago" : s < 3600 ? Math.floor(s / 60) + "m ago" : Math.floor(m / 60) + "h" + m % 60 + "m0s ago";
+  }
+  function ages() {
+    var now = Date.now() + skew;
+    document.querySelectorAll("[data-read]").forEach(function (el) {
+      var age = now - Number(el.dataset.read), limit = Number(el.dataset.stale);
+      var a = el.classList.contains("age") ? el : el.querySelector(".age"), mark = el.querySelector(".stale");
+      if (a && a.textContent !== ago(age)) { a.textContent = ago(age); }
+      if (limit && age > limit && !mark) {
+        mark = document.createElement("span");
+        mark.className = "stale";
+        mark.textContent = "⚠ stale";
+        el.append(" · ", mark);
+      } else if (mark && !(age > limit)) {
+        if (mark.previousSibling && mark.previousSibling.nodeValue === " · ") { mark.previousSibling.remove(); }
+        mark.remove();
+      }
+    });
+  }
+  function tick() { countdowns(); ages(); }
+  setInterval(tick, 1000);
+  tick();
 
   // Times are written by the gateway with their date and zone; here they
   // are shown in the browser's zone, the date only when it is not today,
@@ -55,8 +82,8 @@
     }
     note.className = isError ? "note error" : "note";
     note.setAttribute("role", isError ? "alert" : "status");
-    note.textContent = isError ? "Not done: " + text : text;
-    if (isError) { note.scrollIntoView({ block: "nearest" }); }
+    note.textContent = isError === true ? "Not done: " + text : text;
+    note.scrollIntoView({ block: "nearest" });
   }
   // A note the gateway sent the person back with is said once: a reload
   // or Back does not say it again.
@@ -129,19 +156,23 @@
     }
     p.scrollIntoView({ block: "center" });
   }
-  // A control's outcome is shown by the control: the person sees what
-  // came of the tap where they tapped.
-  function showOutcome(f, text) {
-    var p = f.querySelector("p.outcome[data-client]");
+  // What came of a form is shown by the form, in view: the person sees
+  // it where they tapped. A bad outcome (refused, failed) looks like an
+  // error and is said as one. A form in a row of buttons says it under
+  // the row, where it stays when the form goes (a run's Cancel).
+  function outcomeHost(f) { return f.classList.contains("inline-form") ? f.parentNode : f; }
+  function showOutcome(f, text, bad) {
+    var host = outcomeHost(f), p = host.querySelector("p.outcome[data-client]");
     if (!p) {
       p = document.createElement("p");
-      p.className = "outcome";
-      p.setAttribute("role", "status");
       p.setAttribute("data-client", "");
-      f.appendChild(p);
+      host.appendChild(p);
     }
-    var at = new Date().toLocaleTimeString(undefined, fmt);
-    p.textContent = at + ": " + text;
+    p.className = bad ? "outcome bad" : "outcome";
+    p.setAttribute("role", bad ? "alert" : "status");
+    p.textContent = new Date().toLocaleTimeString(undefined, fmt) + ": " + (bad ? "✗ " : "") + text;
+    p.scrollIntoView({ block: "nearest" });
+    return p;
   }
   document.addEventListener("submit", function (e) {
     var f = e.target;
@@ -150,22 +181,44 @@
     var data = new FormData(f);
     if (e.submitter && e.submitter.name) { data.append(e.submitter.name, e.submitter.value); }
     f.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    // Where the outcome goes if the form goes with the update: an
+    // approval's card, answered, to the answered card; anything else to
+    // the nearest card or item around it that stays.
+    var asked = f.closest("[id^='approval-']"), homes = [];
+    for (var n = outcomeHost(f).parentNode; n && n !== live && n.id !== "main"; n = n.parentNode) {
+      if (/^(ARTICLE|SECTION|LI)$/.test(n.nodeName)) { homes.push(n); }
+    }
     fetch(f.action, { method: "POST", body: new URLSearchParams(data), credentials: "same-origin" })
       .then(function (r) {
         if (isLogin(r)) { sessionEnded(); return; }
-        var q = new URL(r.url).searchParams, note = q.get("note"), failed = q.get("error") === "1" || !r.ok;
+        var q = new URL(r.url).searchParams, note = q.get("note"), failed = q.get("error") === "1" || !r.ok, bad = q.get("bad") === "1", p;
         if (failed) {
           note = note || (r.status === 413 ? "the form is too large" : "HTTP " + r.status);
+          var old = outcomeHost(f).querySelector("p.outcome[data-client]");
+          if (old) { old.remove(); }
           showError(f, q.get("field"), note);
         } else {
           clearErrors(f);
-          if (f.hasAttribute("data-outcome")) { showOutcome(f, note || "Done."); } else { showNote(note || "Done."); }
+          p = showOutcome(f, note || "Done.", bad);
         }
         f.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
-        // The form may go with the update (a card another person
-        // answered first): its error is then said at the top.
+        // The form may go with the update. An answer's outcome goes to
+        // the answered card, which takes the focus; an error of a form
+        // that went (a card another person answered first) is said at
+        // the top, as is anything else that has nowhere to go.
         refresh().then(function () {
-          if (failed && !document.contains(f)) { showNote(note, true); }
+          if (failed) {
+            if (!document.contains(f)) { showNote(note, true); }
+            return;
+          }
+          // The update may have moved it.
+          if (document.contains(p)) { p.scrollIntoView({ block: "nearest" }); return; }
+          var card = asked && document.getElementById("answered-" + asked.id.slice(9));
+          var home = card || homes.filter(function (n) { return document.contains(n); })[0];
+          if (!home) { showNote(p.textContent, bad); return; }
+          home.appendChild(p);
+          if (card) { card.focus(); }
+          p.scrollIntoView({ block: "nearest" });
         });
         scheduleAlarms();
         scheduleStatus();

@@ -1,0 +1,147 @@
+package web
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// outcomeJS describes the outcome a form shows, found by selector, as
+// the person sees it: its words, its role, whether it is drawn as an
+// error (the deny button's red, as every error is), whether it is wholly
+// in the viewport, and whether a note at the top of the page says
+// anything. It returns "" when there is no such outcome.
+func outcomeJS(selector string) string {
+	return `(() => {
+		const p = document.querySelector(` + "`" + selector + "`" + `);
+		if (!p) return "";
+		const r = p.getBoundingClientRect(), cs = getComputedStyle(p);
+		const red = getComputedStyle(document.documentElement).getPropertyValue("--bad").trim();
+		const probe = document.createElement("span");
+		probe.style.color = red;
+		document.body.appendChild(probe);
+		const bad = getComputedStyle(probe).color;
+		probe.remove();
+		return JSON.stringify({text: p.textContent, role: p.getAttribute("role"), error: cs.color === bad && cs.borderLeftColor === bad,
+			inView: r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth && r.height > 0,
+			top: !!document.querySelector("main > p.note")});
+	})()`
+}
+
+type shownOutcome struct {
+	Text, Role string
+	Error      bool
+	InView     bool
+	Top        bool
+}
+
+// outcome waits for the outcome found by selector to say want, and
+// returns it.
+func (b *browserSession) outcome(what, selector, want string) shownOutcome {
+	b.t.Helper()
+	b.poll(what, `(document.querySelector(`+"`"+selector+"`"+`) || {textContent: ""}).textContent.includes(`+"`"+want+"`"+`)`)
+	var o shownOutcome
+	if err := json.Unmarshal([]byte(eval[string](b, outcomeJS(selector))), &o); err != nil {
+		b.t.Fatal(err)
+	}
+	return o
+}
+
+// TestFormOutcomeByTheForm sends commands with the Devices page's "Send a
+// command" form, at the foot of the page, and cancels a run on the Runs
+// page, at desk and at phone size. Each outcome is shown by its form, in
+// view, announced; a read gives its value; a command refused by the judge
+// and one that failed (a write to a sensor) are drawn and announced as
+// errors, with a ✗, and the page-top note says nothing. They were all
+// said in the note at the top of the page, out of view on a phone, and
+// a refusal looked like a success. The refusal is looked at in the dark
+// colour scheme too.
+func TestFormOutcomeByTheForm(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{})
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.login("olga", "/devices")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			form := "form.command p.outcome"
+			send := func(what, device, capability, value string) {
+				t.Helper()
+				eval[bool](b, `document.getElementById("cmd-device").value = "`+device+`"; document.getElementById("cmd-cap").value = "`+capability+`";
+					document.getElementById("cmd-value").value = "`+value+`"; true`)
+				b.do(what, chromedp.ScrollIntoView(chromedp.CSS("form.command button[type=submit]")), chromedp.Click(chromedp.CSS("form.command button[type=submit]")))
+			}
+
+			send("reading the tank", "tank-1", "level", "")
+			o := b.outcome("the reading by the form", form, "tank-1.level reads 60")
+			if o.Role != "status" || o.Error || !o.InView || o.Top {
+				t.Errorf("a read's outcome = %+v, want a status by the form, in view, not an error, and no note at the top", o)
+			}
+			b.shot("outcome-read-" + vp.name)
+
+			send("writing to a sensor", "tank-1", "level", "5")
+			o = b.outcome("the failure by the form", form, "cannot be written")
+			if o.Role != "alert" || !o.Error || !strings.Contains(o.Text, "✗") || !o.InView || o.Top {
+				t.Errorf("a failed command's outcome = %+v, want an alert drawn as an error with a ✗, in view, and no note at the top", o)
+			}
+			b.shot("outcome-failed-" + vp.name)
+
+			s.expect("POST", "/api/v1/mode", "admin", `{"mode":"observe","reason":"looking only"}`, 200, `"name":"observe"`)
+			send("opening the valve under observe", "valve-1", "open", "true")
+			o = b.outcome("the refusal by the form", form, "mode observe does not permit it")
+			if o.Role != "alert" || !o.Error || !strings.Contains(o.Text, "✗ valve-1.open → ON: refused") || !o.InView || o.Top {
+				t.Errorf("a refused command's outcome = %+v, want an alert drawn as an error with a ✗, in view, and no note at the top", o)
+			}
+			b.shot("outcome-refused-" + vp.name)
+			// In the dark scheme too, a refusal is drawn as an error.
+			b.setScheme("dark")
+			eval[bool](b, `document.querySelector("form.command p.outcome").remove(), true`)
+			send("opening the valve in the dark", "valve-1", "open", "true")
+			if o = b.outcome("the refusal in the dark", form, "mode observe does not permit it"); !o.Error || !o.InView {
+				t.Errorf("a refused command's outcome in the dark scheme = %+v, want it drawn as an error, in view", o)
+			}
+			b.shot("outcome-refused-dark-" + vp.name)
+			b.setScheme("light")
+
+			send("reading again", "tank-1", "level", "")
+			if o = b.outcome("the reading again", form, "tank-1.level reads 60"); o.Error || o.Role != "status" {
+				t.Errorf("a read after a refusal = %+v, still drawn as an error", o)
+			}
+		})
+	}
+}
+
+// TestCancelOutcomeByTheRun cancels a run with its card's Cancel button,
+// at desk and at phone size, with enough runs above it that the top of
+// the page is out of view: the outcome is shown on the run's card, in
+// view, announced, after the button has gone with the run's end.
+func TestCancelOutcomeByTheRun(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{})
+			run := regexp.MustCompile(`run-[0-9a-f]+`).FindString(s.expect("POST", "/api/v1/plans/soak/start", "operator", `{}`, 202, `"plan":"soak"`))
+			// Newer runs above it, so that it is far down the page.
+			for range 6 {
+				s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+			}
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.login("olga", "/runs")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			button := "#run-" + run + " form button"
+			b.do("cancelling", chromedp.ScrollIntoView(chromedp.CSS(button)), chromedp.Click(chromedp.CSS(button)))
+			o := b.outcome("the cancel by the run", "#run-"+run+" p.outcome", "Cancelled "+run)
+			if o.Role != "status" || o.Error || !o.InView || o.Top {
+				t.Errorf("a cancel's outcome = %+v, want a status on the run's card, in view, and no note at the top", o)
+			}
+			b.poll("the run's end", `document.getElementById("run-`+run+`").textContent.includes("cancelled") && !document.querySelector("#run-`+run+` form")`)
+			if !eval[bool](b, `!!document.querySelector("#run-`+run+` p.outcome")`) {
+				t.Error("the cancel's outcome went with the Cancel button")
+			}
+			b.shot("outcome-cancel-" + vp.name)
+		})
+	}
+}
