@@ -1,0 +1,82 @@
+package web
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
+)
+
+// TestReadingAgesTickAndTurnStale polls the tank every second and then
+// stops its readings (every read fails), at desk and at phone size, in
+// the light and the dark scheme. The page has stopped hearing the
+// journal, as a page whose stream is cut, so nothing redraws it: its
+// card's "read 0s ago" must count up by itself, and turn to "⚠ stale",
+// drawn as a warning, once the reading is older than three polls. The
+// page is neither reloaded nor refreshed meanwhile. The age stayed as the
+// last event drew it, however old the reading grew.
+func TestReadingAgesTickAndTurnStale(t *testing.T) {
+	for _, vp := range viewports {
+		for _, scheme := range schemes {
+			t.Run(vp.name+"-"+scheme, func(t *testing.T) {
+				var g *sim.Greenhouse
+				s := newSite(t, siteOptions{driver: func(devices.Driver) devices.Driver {
+					ds := runtimetest.Greenhouse("gh", "tank-1", "valve-1")
+					ds[0].Capabilities[0].Poll = time.Second
+					var err error
+					if g, err = sim.New(sim.Options{Devices: ds}); err != nil {
+						t.Fatal(err)
+					}
+					return g
+				}})
+				b := newBrowser(t, s.srv.URL)
+				b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+				b.setScheme(scheme)
+				b.login("olga", "/devices")
+				b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+				when := `document.querySelector("#cap-tank-1\\.level .cap-when")`
+				b.poll("a fresh reading", when+`.textContent.includes("read ") && !`+when+`.textContent.includes("stale")`)
+
+				// The page hears no more, and the tank is no more read.
+				eval[bool](b, `window.kept = true; window.dispatchEvent(new Event("pagehide")); true`)
+				fetches := `performance.getEntriesByType("resource").filter(e => e.name.includes("fragment=1")).length`
+				before := eval[int](b, fetches)
+				g.SetFault("tank-1", sim.Fault{ReadErr: errors.New("no answer")})
+				first := eval[string](b, when+`.textContent`)
+				b.poll("the age to count up", when+`.textContent !== `+jsString(first))
+				b.poll("the stale mark", when+`.textContent.includes("⚠ stale")`)
+				b.shot("stale-" + vp.name + "-" + scheme)
+				text := eval[string](b, when+`.textContent`)
+				if !strings.Contains(text, "read ") || !strings.Contains(text, "s ago") {
+					t.Errorf("the stale reading does not say its age: %q", text)
+				}
+				if !eval[bool](b, `window.kept === true`) || eval[int](b, fetches) != before {
+					t.Error("the page was reloaded or refreshed: the test shows nothing of the script's timer")
+				}
+				// Drawn as the server draws a stale reading: the warning's colour, bold.
+				if !eval[bool](b, `(() => {
+					const m = `+when+`.querySelector(".stale"), cs = getComputedStyle(m);
+					const p = document.createElement("span");
+					p.style.color = getComputedStyle(document.documentElement).getPropertyValue("--warn").trim();
+					document.body.appendChild(p);
+					const warn = getComputedStyle(p).color;
+					p.remove();
+					return cs.color === warn && Number(cs.fontWeight) >= 700;
+				})()`) {
+					t.Error("the stale mark is not drawn as a warning")
+				}
+			})
+		}
+	}
+}
+
+// jsString quotes s for a script.
+func jsString(s string) string {
+	return "`" + strings.NewReplacer("`", "\\`", "\\", "\\\\", "${", "\\${").Replace(s) + "`"
+}
