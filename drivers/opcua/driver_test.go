@@ -55,8 +55,13 @@ type rig struct {
 
 func startDriver(t *testing.T, p *testPLC, cfg *Config) *rig {
 	t.Helper()
+	return startDriverWith(t, cfg, plcDevices())
+}
+
+// startDriverWith opens the driver on devs, as configured.
+func startDriverWith(t *testing.T, cfg *Config, devs []devices.Device) *rig {
+	t.Helper()
 	in := &devicetest.Config{Driver: "plc-1", Settings: cfg}
-	devs := plcDevices()
 	b := configure(in, devs)
 	if b == nil {
 		t.Fatalf("configure: %q", in.Problems())
