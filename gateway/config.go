@@ -708,8 +708,10 @@ func (c *checker) shapeErr(n *yaml.Node, p path, msg string) {
 	c.errs = append(c.errs, &ConfigError{File: c.file, Line: n.Line, Column: n.Column, Path: p.String(), Msg: msg})
 }
 
-// goTypes matches the program's own type names in a decoder message.
-var goTypes = regexp.MustCompile(` (in|into) (type )?[*\[\]a-zA-Z0-9_.]+`)
+// goTypes matches the program's own type names in a decoder message: a
+// name qualified by its package ("in type gateway.Config"), never a word
+// of the parser's own ("not allowed in this context").
+var goTypes = regexp.MustCompile(` (in|into) (type )?[*\[\]]*[a-zA-Z0-9_]+\.[a-zA-Z0-9_.]+`)
 
 // yamlError turns a parser error into ConfigErrors with lines, in words
 // about the file: the program's type names are dropped.

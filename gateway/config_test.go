@@ -74,6 +74,7 @@ var badConfigs = []struct {
 }{
 	{"unknown key", strings.Replace(minimal, "address: tank", "adress: tank", 1), `c.yaml:6:5: devices[0].adress: unknown key "adress" (known keys here: id, label, area, driver, address, capabilities)`},
 	{"syntax", "gateway: {id: t\n", "c.yaml:1: did not find expected ',' or '}'"},
+	{"syntax in words", "gateway:\n  id: x\n   state_dir: /tmp\n", "c.yaml:3: mapping values are not allowed in this context"},
 	{"empty", "", "c.yaml:1: the configuration is empty"},
 	{"string bool", strings.Replace(minimal, "value: 10", `value: "10"`, 1), `c.yaml:17:61: devices[1].capabilities[0].interlocks[0].value: want a number, got a string`},
 	{"huge number", strings.Replace(minimal, "value: 10", "value: 1e400", 1), `c.yaml:17:61: devices[1].capabilities[0].interlocks[0].value: want a number: number "1e400" is out of range`},
