@@ -147,7 +147,9 @@ type capView struct {
 }
 
 type deviceView struct {
-	ID           string    `json:"id"`
+	ID string `json:"id"`
+	// Label is what people call the device ("Pump 1"), if it has one.
+	Label        string    `json:"label,omitempty"`
 	Area         string    `json:"area"`
 	Driver       string    `json:"driver"`
 	Capabilities []capView `json:"capabilities"`
@@ -168,7 +170,7 @@ func (s *Server) deviceViews() []deviceView {
 	now := s.opts.Now()
 	var out []deviceView
 	for _, d := range s.eng.Devices() {
-		dv := deviceView{ID: d.ID, Area: d.Area, Driver: d.Driver, Capabilities: []capView{}, Alarms: alarms[d.ID]}
+		dv := deviceView{ID: d.ID, Label: d.Label, Area: d.Area, Driver: d.Driver, Capabilities: []capView{}, Alarms: alarms[d.ID]}
 		for _, c := range d.Capabilities {
 			cv := capView{Name: c.Name, Kind: c.Kind.String(), Type: c.Type.String(), Unit: c.Unit, Enum: c.Enum}
 			st := states[d.ID+"."+c.Name]

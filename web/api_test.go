@@ -57,6 +57,8 @@ type siteOptions struct {
 	// and valve-1; policies are added to valve-1.open's.
 	devices  []string
 	policies map[string]runtime.CapPolicy
+	// labels name devices by id.
+	labels map[string]string
 }
 
 // tokens by role; each is also the token's name.
@@ -78,7 +80,11 @@ func newSite(t testing.TB, o siteOptions) *site {
 	if ids == nil {
 		ids = []string{"tank-1", "valve-1"}
 	}
-	g, err := sim.New(sim.Options{Devices: runtimetest.Greenhouse("gh", ids...)})
+	devs := runtimetest.Greenhouse("gh", ids...)
+	for i := range devs {
+		devs[i].Label = o.labels[devs[i].ID]
+	}
+	g, err := sim.New(sim.Options{Devices: devs})
 	if err != nil {
 		t.Fatal(err)
 	}

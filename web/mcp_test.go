@@ -86,7 +86,7 @@ func callTool(t *testing.T, cs *mcp.ClientSession, p *mcp.CallToolParams) (map[s
 }
 
 func TestMCPToolsAndAnnotations(t *testing.T) {
-	s := mcpSite(t, siteOptions{}, MCPOptions{})
+	s := mcpSite(t, siteOptions{labels: map[string]string{"valve-1": "Main valve"}}, MCPOptions{})
 	cs := mustAgent(t, s, "viewer", nil)
 	got := map[string]*mcp.Tool{}
 	for tool, err := range cs.Tools(t.Context(), nil) {
@@ -132,6 +132,9 @@ func TestMCPToolsAndAnnotations(t *testing.T) {
 	b, _ := json.Marshal(out)
 	if !strings.Contains(string(b), `"profile":"`+p.String()+`"`) || !strings.Contains(string(b), `"mode":"supervised"`) {
 		t.Errorf("list_devices does not show valve-1.open's profile %q or the mode: %s", p, b)
+	}
+	if !strings.Contains(string(b), `"id":"valve-1","label":"Main valve"`) {
+		t.Errorf("list_devices does not give valve-1's label: %s", b)
 	}
 }
 

@@ -102,7 +102,9 @@ type mcpCapability struct {
 }
 
 type mcpDevice struct {
-	ID           string          `json:"id"`
+	ID string `json:"id"`
+	// Label is what people call the device: say it to them.
+	Label        string          `json:"label,omitempty"`
 	Area         string          `json:"area"`
 	Capabilities []mcpCapability `json:"capabilities"`
 	Alarms       []alarmView     `json:"alarms,omitempty"`
@@ -415,7 +417,7 @@ func (m *mcpSurface) listDevices(ctx context.Context, req *mcp.CallToolRequest, 
 	h := m.hintsNow()
 	for _, dv := range m.web.deviceViews() {
 		dv = hold.device(dv)
-		md := mcpDevice{ID: dv.ID, Area: dv.Area, Alarms: dv.Alarms, Capabilities: []mcpCapability{}}
+		md := mcpDevice{ID: dv.ID, Label: dv.Label, Area: dv.Area, Alarms: dv.Alarms, Capabilities: []mcpCapability{}}
 		for _, cv := range dv.Capabilities {
 			mc := mcpCapability{capView: cv}
 			if p, ok := h.writeProfiles[dv.ID+"."+cv.Name]; ok {

@@ -165,7 +165,7 @@ func (b *Broker) haEntities() []haEntity {
 		if model == "" {
 			model = "Shadowgate device"
 		}
-		dev := map[string]any{"identifiers": []string{haID("sg", ha.GatewayID, d.ID)}, "name": d.ID, "manufacturer": "Shadowgate",
+		dev := map[string]any{"identifiers": []string{haID("sg", ha.GatewayID, d.ID)}, "name": d.Name(), "manufacturer": "Shadowgate",
 			"model": model, "via_device": gw}
 		if d.Area != "" {
 			dev["suggested_area"] = d.Area[strings.LastIndex(d.Area, "/")+1:]

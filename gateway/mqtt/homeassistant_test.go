@@ -260,7 +260,7 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 			{Name: "state", Kind: devices.KindSensor, Type: value.TypeEnum, Enum: []string{"idle", "run"}, Poll: 5 * time.Second},
 			{Name: "label", Kind: devices.KindSensor, Type: value.TypeString, Poll: 5 * time.Second},
 		}},
-		{ID: "plc-2", Capabilities: []devices.Capability{
+		{ID: "plc-2", Label: "Kiln controller", Capabilities: []devices.Capability{
 			{Name: "setpoint", Kind: devices.KindActuator, Type: value.TypeNumber, Unit: "°C"},
 			{Name: "level", Kind: devices.KindActuator, Type: value.TypeNumber},
 			{Name: "program", Kind: devices.KindActuator, Type: value.TypeEnum, Enum: []string{"auto", "manual", "off"}},
@@ -323,8 +323,14 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 		t.Errorf("%d configs, want %d", n, want)
 	}
 	dev := got["homeassistant/sensor/sg_test_probe__1_temp/config"]["device"].(map[string]any)
-	if dev["suggested_area"] != "hall" || dev["configuration_url"] != "http://gateway.test:8080/devices/probe_1" || dev["via_device"] != "sg_test" {
+	if dev["suggested_area"] != "hall" || dev["configuration_url"] != "http://gateway.test:8080/devices/probe_1" || dev["via_device"] != "sg_test" ||
+		dev["name"] != "probe_1" {
 		t.Errorf("probe_1's device block = %v", dev)
+	}
+	// A device with a label is named by it; its ids stay its own.
+	dev = got["homeassistant/switch/sg_test_plc-2_relay/config"]["device"].(map[string]any)
+	if dev["name"] != "Kiln controller" || !jsonEqual(dev["identifiers"], []any{"sg_test_plc-2"}) {
+		t.Errorf("plc-2's device block = %v, want named by its label", dev)
 	}
 }
 
