@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,12 @@ type pages struct {
 	t map[string]*template.Template
 }
 
+// pageSheets are the stylesheets, besides style.css, that a page loads:
+// what only it (or it and a page like it) draws. Every page would
+// otherwise load every page's rules.
+var pageSheets = map[string]string{"approvals": "approvals.css", "devices": "devices.css", "device": "devices.css",
+	"runs": "runs.css", "policy": "runs.css", "journal": "journal.css", "alarms": "alarms.css"}
+
 var pageNames = []string{"login", "error", "overview", "approvals", "devices", "runs", "journal", "policy", "alarms", "device"}
 
 func loadPages() (*pages, error) {
@@ -57,19 +64,45 @@ func loadPages() (*pages, error) {
 		"state":    stateText,
 		"sentence": eventSentence,
 		"decision": decisionText,
+		"sheet":    func(page string) string { return pageSheets[page] },
 		"cardArgs": func(c deviceCard, p pageData, back string) cardArgs {
 			return cardArgs{Card: c, User: p.User, CSRF: p.CSRF, Back: back}
 		},
 	}
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/card.html", "assets/"+name+".html")
-		if err != nil {
-			return nil, fmt.Errorf("console page %s: %w", name, err)
+		t := template.New("layout.html").Funcs(funcs)
+		for _, file := range []string{"layout.html", "card.html", name + ".html"} {
+			b, err := fs.ReadFile(assets, "assets/"+file)
+			if err != nil {
+				return nil, fmt.Errorf("console page %s: %w", name, err)
+			}
+			tt := t
+			if file != t.Name() {
+				tt = t.New(file)
+			}
+			if _, err := tt.Parse(string(unindent(b))); err != nil {
+				return nil, fmt.Errorf("console page %s: %w", name, err)
+			}
 		}
 		p.t[name] = t
 	}
 	return p, nil
+}
+
+// unindent drops a template's indentation and its blank lines: they are
+// there for people who read the source, and a page is sent to a phone
+// every time it is drawn. A line break stays where a line broke, so text
+// keeps its spaces. (No template has a <pre> or a <textarea> of its own
+// text, where the spaces would count.)
+func unindent(b []byte) []byte {
+	var out bytes.Buffer
+	for line := range bytes.Lines(b) {
+		if line = bytes.TrimLeft(line, " \t"); len(bytes.TrimSpace(line)) > 0 {
+			out.Write(line)
+		}
+	}
+	return out.Bytes()
 }
 
 // pageData is what every page gets.
@@ -129,8 +162,8 @@ func (p *pages) render(c echo.Context, status int, name string, d pageData) erro
 
 // staticFiles are the script and the stylesheet as they are sent: the
 // script without its comment lines and indentation, the stylesheet
-// without its comment lines. The sources keep them for people; a phone
-// on a slow link is not sent them.
+// without its comments and the spaces around its punctuation. The
+// sources keep them for people; a phone on a slow link is not sent them.
 var staticFiles = sync.OnceValue(func() map[string][]byte {
 	out := map[string][]byte{}
 	_ = fs.WalkDir(assets, "assets/static", func(p string, d fs.DirEntry, err error) error {
@@ -147,27 +180,77 @@ var staticFiles = sync.OnceValue(func() map[string][]byte {
 	return out
 })
 
-// trimAsset drops the comment lines of a script or a stylesheet, and a
-// script's indentation. It drops whole lines only, so nothing that is
-// not a comment can be cut.
+// trimAsset drops a script's comment lines and indentation, and
+// minifies a stylesheet. For the script it drops whole lines only, so
+// nothing that is not a comment can be cut.
 func trimAsset(ext string, b []byte) []byte {
-	if ext != ".js" && ext != ".css" {
-		return b
-	}
-	var out bytes.Buffer
-	for line := range bytes.Lines(b) {
-		t := bytes.TrimSpace(line)
-		switch {
-		case ext == ".js" && bytes.HasPrefix(t, []byte("//")):
-			continue
-		case ext == ".css" && bytes.HasPrefix(t, []byte("/*")) && bytes.HasSuffix(t, []byte("*/")) && bytes.Count(t, []byte("*/")) == 1:
-			continue
-		case ext == ".js":
-			line = bytes.TrimLeft(line, " \t")
+	switch ext {
+	case ".css":
+		return minifyCSS(b)
+	case ".js":
+		var out []byte
+		for line := range bytes.Lines(b) {
+			if line = bytes.TrimLeft(line, " \t"); !bytes.HasPrefix(line, []byte("//")) && len(bytes.TrimSpace(line)) > 0 {
+				out = tightenJS(out, line)
+			}
 		}
-		out.Write(line)
+		return out
 	}
-	return out.Bytes()
+	return b
+}
+
+// tightenJS appends a line of script to out without the spaces that sit
+// next to punctuation, outside strings: "if (a === b) {" becomes
+// "if(a===b){". Spaces between words stay ("var x", "return x"), as do
+// line breaks, on which the script may rely to end a statement. A space
+// between two of + and - stays too ("a - -b"). Our script's regular
+// expressions have no spaces or quotes, so they need no care of their own;
+// TestTightenedScript checks that only spaces are dropped.
+func tightenJS(out, line []byte) []byte {
+	const punct = "{}()[];,=<>!&|?:+-*/%"
+	var quote byte
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && i+1 < len(line) {
+				out = append(out, c)
+				i++
+				c = line[i]
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'' || c == '`':
+			quote = c
+		case c == ' ' && len(out) > 0 && i+1 < len(line):
+			prev, next := out[len(out)-1], line[i+1]
+			sign := strings.IndexByte("+-", prev) >= 0 && strings.IndexByte("+-", next) >= 0
+			if (strings.IndexByte(punct, prev) >= 0 || strings.IndexByte(punct, next) >= 0) && !sign {
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+var (
+	cssComment = regexp.MustCompile(`(?s)/\*.*?\*/`)
+	cssSpace   = regexp.MustCompile(`\s+`)
+	// cssTight is a space next to punctuation that needs none: around
+	// braces, semicolons, commas and the child combinator, and after the
+	// colon of a declaration or a media feature (never before a colon,
+	// where "a :hover" differs from "a:hover").
+	cssTight = regexp.MustCompile(` ?([{};,>]) ?|(:) `)
+)
+
+// minifyCSS drops a stylesheet's comments and the spaces it needs no
+// more. Our stylesheet has no strings or URLs in which these would count.
+func minifyCSS(b []byte) []byte {
+	b = cssComment.ReplaceAll(b, nil)
+	b = cssSpace.ReplaceAll(b, []byte(" "))
+	b = cssTight.ReplaceAll(b, []byte("$1$2"))
+	return bytes.TrimSpace(bytes.ReplaceAll(b, []byte(";}"), []byte("}")))
 }
 
 func (s *Server) static(c echo.Context) error {

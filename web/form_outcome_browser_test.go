@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -143,5 +145,44 @@ func TestCancelOutcomeByTheRun(t *testing.T) {
 			}
 			b.shot("outcome-cancel-" + vp.name)
 		})
+	}
+}
+
+// TestServedScriptRuns opens every console page with the script as the
+// gateway sends it (comments, indentation and the spaces around its
+// punctuation dropped) and the stylesheets as it sends them: the script
+// throws nothing, and it runs (it says the browser's zone, and the page
+// goes live).
+func TestServedScriptRuns(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := newBrowser(t, s.srv.URL)
+	var mu sync.Mutex
+	var thrown []string
+	b.login("adam", "/")
+	if err := chromedp.Listen(b.ctx, func(ev any) {
+		if e, ok := ev.(*cdpruntime.EventExceptionThrown); ok {
+			what := e.ExceptionDetails.Text
+			if x := e.ExceptionDetails.Exception; x != nil {
+				what += " " + x.Description
+			}
+			mu.Lock()
+			thrown = append(thrown, what)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range consolePages {
+		b.do(page, chromedp.Navigate(b.base+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		b.poll("the script on "+page, `document.getElementById("zone").textContent.startsWith("Times are in your zone") &&
+			document.getElementById("link").textContent === "live"`)
+		if n := eval[int](b, `document.styleSheets.length`); n < 1 || eval[string](b, `getComputedStyle(document.querySelector("header")).display`) != "flex" {
+			t.Errorf("%s: the stylesheet is not applied (%d sheets)", page, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range thrown {
+		t.Errorf("the script threw: %s", e)
 	}
 }
