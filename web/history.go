@@ -139,11 +139,21 @@ type chart struct {
 	SVG      template.HTML
 	Min, Max float64
 	Points   int
+	// From and To are the times at the chart's left and right edges.
+	From, To time.Time
 }
 
-// drawChart draws the points between from and to into a w×h box. Each
-// column of the box keeps the lowest and the highest reading that falls
-// in it, so that a spike is drawn however many readings share a column.
+// minSpan is the least time a chart spans: a single reading, or readings
+// a moment apart, are drawn over at least this.
+const minSpan = time.Minute
+
+// drawChart draws the points between from and to into a w×h box. The
+// x-axis spans the readings, from the first to "to", within the window:
+// a gateway started minutes ago draws its minutes across the whole box,
+// not in a sliver at the right of an hour. Each column of the box keeps
+// the lowest and the highest reading that falls in it, so that a spike
+// is drawn however many readings share a column. The SVG says in words
+// what it draws: label, its times and its range.
 func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
 	// Readings heard late are journaled late with their own time: the
 	// line is drawn in the order of their times, within the window.
@@ -153,6 +163,13 @@ func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
 	if len(pts) == 0 || !to.After(from) {
 		return c
 	}
+	if first := pts[0].At; first.After(from) {
+		from = first
+		if to.Sub(from) < minSpan {
+			from = to.Add(-minSpan)
+		}
+	}
+	c.From, c.To = from, to
 	c.Min, c.Max = math.Inf(1), math.Inf(-1)
 	for _, p := range pts {
 		c.Min, c.Max = math.Min(c.Min, p.V), math.Max(c.Max, p.V)
@@ -167,7 +184,10 @@ func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
 		return int(float64(w-1) * float64(t.Sub(from)) / float64(to.Sub(from)))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" preserveAspectRatio="none" role="img" aria-label="%s">`, w, h, template.HTMLEscapeString(label))
+	desc := fmt.Sprintf("%d reading%s from %s to %s, from %s to %s", c.Points, plural(c.Points),
+		sentenceTime(from), sentenceTime(to), strconv.FormatFloat(c.Min, 'f', -1, 64), strconv.FormatFloat(c.Max, 'f', -1, 64))
+	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" preserveAspectRatio="none" role="img" aria-label="%s"><title>%[3]s</title><desc>%s</desc>`,
+		w, h, template.HTMLEscapeString(label), template.HTMLEscapeString(desc))
 	b.WriteString(`<polyline fill="none" stroke="currentColor" stroke-width="1.5" vector-effect="non-scaling-stroke" points="`)
 	col, lo, hi, first := -1, 0.0, 0.0, true
 	flush := func() {
@@ -201,4 +221,12 @@ func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
 	b.WriteString(`"/></svg>`)
 	c.SVG = template.HTML(b.String())
 	return c
+}
+
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

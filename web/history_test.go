@@ -199,3 +199,37 @@ func TestFormValueByType(t *testing.T) {
 		}
 	}
 }
+
+// TestChartSpansItsReadings: readings of the last five minutes of an
+// hour's window fill the chart, not its right twelfth; the chart says its
+// start and end and its range, and a lone reading is drawn over a minute
+// at least.
+func TestChartSpansItsReadings(t *testing.T) {
+	now := t0.Add(time.Hour)
+	var pts []point
+	for i := range 5 {
+		pts = append(pts, point{At: now.Add(-5*time.Minute + time.Duration(i)*time.Minute), V: float64(10 + i)})
+	}
+	c := drawChart(pts, t0, now, 120, 28, "level of tank-1 over the last 1h")
+	m := polyline.FindStringSubmatch(string(c.SVG))
+	if m == nil {
+		t.Fatalf("no line in %s", c.SVG)
+	}
+	x0, _, _ := strings.Cut(strings.Fields(m[1])[0], ",")
+	if x0 != "0" {
+		t.Errorf("the first reading is drawn at x=%s, want 0 (the chart spans the readings): %s", x0, m[1])
+	}
+	if !c.From.Equal(pts[0].At) || !c.To.Equal(now) {
+		t.Errorf("the chart spans %v to %v, want %v to %v", c.From, c.To, pts[0].At, now)
+	}
+	for _, want := range []string{"<title>level of tank-1 over the last 1h</title>", "<desc>5 readings from ", ", from 10 to 14</desc>"} {
+		if !strings.Contains(string(c.SVG), want) {
+			t.Errorf("the chart does not say %q: %s", want, c.SVG)
+		}
+	}
+	// A lone reading a second old: a level over the last minute.
+	one := drawChart([]point{{now.Add(-time.Second), 3}}, t0, now, 120, 28, "x")
+	if !one.From.Equal(now.Add(-time.Minute)) {
+		t.Errorf("a lone reading's chart starts at %v, want a minute before the end", one.From)
+	}
+}
