@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/governance"
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/value"
 )
@@ -31,7 +32,11 @@ type lostDevice struct {
 // deviceCard is a device as its card shows it.
 type deviceCard struct {
 	deviceView
-	Caps []capCard
+	// Name is what people call the device: its label, or its id.
+	Name string
+	// Labelled is true when Name is a label, not the id.
+	Labelled bool
+	Caps     []capCard
 	// Pending counts the requests that wait for a person.
 	Pending int
 }
@@ -158,7 +163,11 @@ func (s *Server) devicePage(c echo.Context) error {
 	for _, ev := range s.recentWhere(ctx, 30, func(ev *runtime.Event) bool { return ev.Device == id && ev.Kind != runtime.KindObserved }) {
 		d.Events = append(d.Events, eventLine{Seq: ev.Seq, At: ev.At, Sentence: eventSentence(ev)})
 	}
-	return s.page(c, "device", id, d)
+	title := id
+	if d.Device.Labelled {
+		title = d.Device.Name + " (" + id + ")"
+	}
+	return s.page(c, "device", title, d)
 }
 
 // deviceCard shapes a device for its card, with charts of window drawn
@@ -171,7 +180,10 @@ func (s *Server) deviceCard(v deviceView, series func(ref string) []point, windo
 			pending[a.Device+"."+a.Capability] = a.ID
 		}
 	}
-	dc := deviceCard{deviceView: v}
+	dc := deviceCard{deviceView: v, Name: v.ID}
+	if d, ok := s.device(v.ID); ok && d.Label != "" {
+		dc.Name, dc.Labelled = d.Label, true
+	}
 	for _, cv := range v.Capabilities {
 		ref := v.ID + "." + cv.Name
 		cc := capCard{capView: cv, Pending: pending[ref]}
@@ -247,7 +259,25 @@ func (s *Server) commandForm(c echo.Context) error {
 	if err != nil {
 		return formError(c, to, err)
 	}
-	return backOutcome(c, to, commandNote(b, r, capab.Unit), r)
+	if r.Outcome == "refused" && s.outsideEnvelope(b) {
+		// The value typed is the mistake: the refusal is said next to
+		// its field, as a form's error, not below the form.
+		return backError(c, to, "value", commandNote(b, r, capab))
+	}
+	return backOutcome(c, to, commandNote(b, r, capab), r)
+}
+
+// outsideEnvelope reports whether a command's value is one its envelope
+// never admits (below the minimum, above the maximum, off a step, not an
+// allowed value), whatever the rate and the dwell.
+func (s *Server) outsideEnvelope(b commandBody) bool {
+	var v value.Value
+	pol, ok := s.eng.Policy(b.Device, b.Capability)
+	if !ok || pol.Envelope == nil || len(b.Value) == 0 || json.Unmarshal(b.Value, &v) != nil {
+		return false
+	}
+	fits, _ := pol.Envelope.Check(v, governance.History{}, time.Time{})
+	return !fits
 }
 
 // formValue is a value typed in a form, as JSON, for a capability of
@@ -267,12 +297,17 @@ func formValue(raw string, t value.Type) json.RawMessage {
 	return json.RawMessage(v)
 }
 
-// commandNote says what came of a command from the console, in words.
-func commandNote(b commandBody, r result, unit string) string {
+// commandNote says what came of a command to capab from the console, in
+// words.
+func commandNote(b commandBody, r result, capab devices.Capability) string {
+	unit := capab.Unit
 	what := b.Device + "." + b.Capability
 	if len(b.Value) > 0 {
 		var v value.Value
 		if json.Unmarshal(b.Value, &v) == nil {
+			if capab.Type == value.TypeEnum && v.Type == value.TypeString {
+				v = value.Enum(v.Text) // JSON tells no enum from a string
+			}
 			what += " → " + stateText(v, unit)
 		}
 	}

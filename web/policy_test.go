@@ -27,15 +27,15 @@ func TestRuleWords(t *testing.T) {
 		{"a value, made by a person",
 			runtime.RuleRecord{MadeAt: made, Rule: governance.Rule{ID: "r-12", Principal: "console:demo", Device: "pump-1", Capability: "power",
 				Decision: governance.DecideAllow, Values: governance.ValueMatch{Set: []value.Value{value.Bool(true)}}, MadeBy: "console:demo", Approvals: 1}},
-			supervised, "Allow console:demo to set pump-1.power to true", "made by console:demo approving a request", false},
+			supervised, "Allow demo (in the console) to set pump-1.power to true", "made by demo (in the console) approving a request", false},
 		{"any value, made by two people",
 			runtime.RuleRecord{MadeAt: made, Rule: governance.Rule{ID: "r-13", Principal: "mqtt:line-1", Device: "valve-1", Capability: "open",
 				Decision: governance.DecideAllow, MadeBy: "console:ann, console:bob", Approvals: 2}},
-			twoPerson, "Allow mqtt:line-1 to read valve-1.open or set it to any value", "made by console:ann and console:bob approving a request", false},
+			twoPerson, "Allow line-1 (over MQTT) to read valve-1.open or set it to any value", "made by ann (in the console) and bob (in the console) approving a request", false},
 		{"made by fewer people than the mode needs",
 			runtime.RuleRecord{MadeAt: made, Rule: governance.Rule{ID: "r-14", Principal: "api:ci", Device: "valve-1", Capability: "open",
 				Decision: governance.DecideAllow, MadeBy: "console:ann", Approvals: 1}},
-			twoPerson, "Allow api:ci to read valve-1.open or set it to any value", "made by console:ann approving a request", true},
+			twoPerson, "Allow ci (through the API) to read valve-1.open or set it to any value", "made by ann (in the console) approving a request", true},
 		{"a set, for anyone",
 			runtime.RuleRecord{Rule: governance.Rule{ID: "r-1", Principal: "*", Device: "fan-1", Capability: "speed", Decision: governance.DecideAllow,
 				Values: governance.ValueMatch{Set: []value.Value{value.Enum("low"), value.Enum("mid"), value.Enum("high")}}, MadeBy: "configuration"}},
@@ -47,11 +47,11 @@ func TestRuleWords(t *testing.T) {
 		{"at least",
 			runtime.RuleRecord{Rule: governance.Rule{ID: "r-3", Principal: "api:ci", Device: "heater", Capability: "*",
 				Decision: governance.DecideDeny, Values: governance.ValueMatch{Min: 60, HasMin: true}, MadeBy: "configuration"}},
-			twoPerson, "Forbid api:ci to set any capability of heater to a number of at least 60", "from the configuration", false},
+			twoPerson, "Forbid ci (through the API) to set any capability of heater to a number of at least 60", "from the configuration", false},
 		{"at most",
 			runtime.RuleRecord{Rule: governance.Rule{ID: "r-4", Principal: "api:ci", Device: "*", Capability: "*",
 				Decision: governance.DecideAllow, Values: governance.ValueMatch{Max: -5, HasMax: true}, MadeBy: "configuration"}},
-			twoPerson, "Allow api:ci to set any capability of any device to a number of at most -5", "from the configuration", false},
+			twoPerson, "Allow ci (through the API) to set any capability of any device to a number of at most -5", "from the configuration", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := ruleWords(tc.rr, tc.mode)
@@ -113,8 +113,8 @@ func TestPolicyPageInWords(t *testing.T) {
 	mode := s.eng.Mode(t.Context())
 	_, page, _ := admin.page("/policy")
 	for _, want := range []string{
-		"<strong>Allow</strong> api:operator to set valve-1.open to false, until " + string(timeElement(r.Rule.ExpiresAt)) +
-			" (made by api:approver approving a request at " + string(timeElement(r.MadeAt)) + ", rule " + r.Rule.ID + ").",
+		"<strong>Allow</strong> operator (through the API) to set valve-1.open to false, until " + string(timeElement(r.Rule.ExpiresAt)) +
+			" (made by approver (through the API) approving a request at " + string(timeElement(r.MadeAt)) + ", rule " + r.Rule.ID + ").",
 		"Reason given: “night shift”",
 		`<form method="post" action="/rules/` + r.Rule.ID + `/revoke" class="inline-form">`, "Revoke rule " + r.Rule.ID,
 		"In force since " + string(timeElement(mode.Since)) + ", set by the configuration, at start.",
@@ -140,7 +140,7 @@ func TestPolicyPageInWords(t *testing.T) {
 	_, page, _ = admin.page("/policy")
 	for _, want := range []string{
 		"It decides nothing in mode two-person, which needs 2 people to approve: 1 person made it, so such requests ask as usual.",
-		"In force since " + string(timeElement(mode.Since)) + ", set by api:admin.",
+		"In force since " + string(timeElement(mode.Since)) + ", set by admin, through the API.",
 		"It narrows supervised. Each request needs 2 different people to approve it.",
 	} {
 		if !strings.Contains(page, want) {
@@ -164,9 +164,9 @@ func TestPolicyPageSaysUntilWhen(t *testing.T) {
 		t.Fatalf("login = %d", code)
 	}
 	for path, want := range map[string]string{
-		"/policy": "In force since " + string(timeElement(mode.Since)) + ", set by api:admin; it ends at " + string(timeElement(mode.Expires)) +
+		"/policy": "In force since " + string(timeElement(mode.Since)) + ", set by admin, through the API; it ends at " + string(timeElement(mode.Expires)) +
 			", when the gateway falls back to supervised.",
-		"/": "In force since " + string(timeElement(mode.Since)) + ", set by api:admin; it ends at " + string(timeElement(mode.Expires)) + ".",
+		"/": "In force since " + string(timeElement(mode.Since)) + ", set by admin, through the API; it ends at " + string(timeElement(mode.Expires)) + ".",
 	} {
 		if _, page, _ := br.page(path); !strings.Contains(page, want) {
 			t.Errorf("%s does not say %q:\n%s", path, want, page)

@@ -70,7 +70,7 @@ func modeByWords(by string) string {
 	case "":
 		return "no one recorded"
 	}
-	return by
+	return personText(by)
 }
 
 // modeWords says what a mode does, from the shipped mode it narrows.
@@ -113,7 +113,7 @@ func ruleWords(rr runtime.RuleRecord, mode governance.Mode) ruleView {
 	case r.MadeBy == "":
 		v.Made = "made by no one recorded"
 	default:
-		v.Made = "made by " + andList(strings.Split(r.MadeBy, ", ")) + " approving a request"
+		v.Made = "made by " + peopleInSentence(r.MadeBy) + " approving a request"
 	}
 	if !r.Binds(mode) {
 		v.Idle = "It decides nothing in mode " + mode.Name + ", which needs " + strconv.Itoa(mode.ApprovalsRequired) +
@@ -131,7 +131,7 @@ func principalWords(p string) string {
 	if prefix, ok := strings.CutSuffix(p, "*"); ok {
 		return "anyone whose name begins with " + prefix
 	}
-	return p
+	return personInSentence(p)
 }
 
 // targetWords names what a rule covers.

@@ -165,7 +165,7 @@ func startedSentence(b []byte) (string, bool) {
 		s.add(freeText(x.Plan), " resumed at step ", strconv.Itoa(x.ResumedAtStep), " after a restart").with(", waiting for ", x.Approval)
 		return s.done()
 	}
-	who := freeText(x.Principal)
+	who := freeText(personInSentence(x.Principal))
 	if who == "" {
 		who = "someone"
 	}
@@ -186,7 +186,7 @@ func invokedSentence(b []byte) (string, bool) {
 	var s sentenceBuilder
 	switch x.State {
 	case runtime.AttemptStaged:
-		s.add("staged ", act).with(" for ", x.Principal)
+		s.add("staged ", act).with(" for ", personInSentence(x.Principal))
 	case runtime.AttemptAuthorized:
 		s.add("authorized ", act)
 		if mode, ok := strings.CutPrefix(x.Authorization, "verdict:"); ok {
@@ -212,7 +212,7 @@ func observedSentence(b []byte) (string, bool) {
 	if x.Quality != "" && x.Quality != "good" {
 		s.add(" (", freeText(x.Quality), ")")
 	}
-	return s.with(", for ", x.Principal).done()
+	return s.with(", for ", personInSentence(x.Principal)).done()
 }
 
 func refusedSentence(b []byte) (string, bool) {
@@ -247,7 +247,7 @@ func requestedSentence(b []byte) (string, bool) {
 		return "", false
 	}
 	var s sentenceBuilder
-	who := freeText(x.Principal)
+	who := freeText(personInSentence(x.Principal))
 	if who == "" {
 		who = "someone"
 	}
@@ -294,9 +294,9 @@ func answeredSentence(b []byte) (string, bool) {
 		}
 		return s.with(": ", x.Why).done()
 	}
-	who := freeText(x.Person)
+	who := freeText(personInSentence(x.By))
 	if who == "" {
-		who = freeText(x.By)
+		who = freeText(x.Person)
 	}
 	switch x.Decision {
 	case runtime.Deny:
@@ -379,17 +379,17 @@ func alarmSentence(b []byte) (string, bool) {
 	case runtime.AlarmCleared:
 		s.add("alarm ", id, " cleared").with(": ", a.ClearedWhy)
 	case runtime.AlarmAcknowledged:
-		s.add(freeText(x.By), " acknowledged alarm ", id).with(": ", x.Comment)
+		s.add(freeText(personInSentence(x.By)), " acknowledged alarm ", id).with(": ", x.Comment)
 	case runtime.AlarmShelved:
-		s.add(freeText(x.By), " shelved alarm ", id)
+		s.add(freeText(personInSentence(x.By)), " shelved alarm ", id)
 		if !a.ShelvedUntil.IsZero() {
 			s.add(" until ", sentenceTime(a.ShelvedUntil))
 		}
 		s.with(": ", a.ShelveReason)
 	case runtime.AlarmUnshelved:
-		s.add("alarm ", id, " unshelved").with(" by ", x.By)
+		s.add("alarm ", id, " unshelved").with(" by ", personInSentence(x.By))
 	default:
-		s.add("alarm ", id, " ", freeText(x.Action)).with(" by ", x.By)
+		s.add("alarm ", id, " ", freeText(x.Action)).with(" by ", personInSentence(x.By))
 	}
 	return s.done()
 }
@@ -400,7 +400,7 @@ func modeSentence(b []byte) (string, bool) {
 		return "", false
 	}
 	var s sentenceBuilder
-	s.add("mode changed").with(" from ", x.From).with(" to ", x.To).with(" by ", x.By)
+	s.add("mode changed").with(" from ", x.From).with(" to ", x.To).with(" by ", personInSentence(x.By))
 	if !x.Expires.IsZero() {
 		s.add(" until ", sentenceTime(x.Expires))
 	}
@@ -414,7 +414,7 @@ func ruleSentence(b []byte) (string, bool) {
 	}
 	r := &x.Rule
 	var s sentenceBuilder
-	by := freeText(r.MadeBy)
+	by := freeText(peopleInSentence(r.MadeBy))
 	if by == "" {
 		by = "the configuration"
 	}
@@ -454,7 +454,7 @@ func revokedSentence(b []byte) (string, bool) {
 		return "", false
 	}
 	var s sentenceBuilder
-	by := freeText(x.By)
+	by := freeText(personInSentence(x.By))
 	if by == "" {
 		by = "the gateway"
 	}
@@ -467,7 +467,7 @@ func configSentence(b []byte) (string, bool) {
 		return "", false
 	}
 	var s sentenceBuilder
-	by := freeText(x.By)
+	by := freeText(personInSentence(x.By))
 	if by == "" {
 		by = "the gateway"
 	}
@@ -537,7 +537,7 @@ func reconciledSentence(b []byte) (string, bool) {
 		return "", false
 	}
 	var s sentenceBuilder
-	by := freeText(x.By)
+	by := freeText(personInSentence(x.By))
 	if by == "" {
 		by = "the gateway"
 	}

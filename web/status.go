@@ -25,10 +25,13 @@ type statusView struct {
 	ModeSays string
 	// Witness says why the journal cannot witness, if it cannot.
 	Witness string
+	// srv answers the wording methods (words.go) that need the
+	// configuration: a device's label, the sensor that confirms an act.
+	srv *Server
 }
 
 func (s *Server) status(ctx context.Context, page string) *statusView {
-	v := &statusView{Page: page, Pending: len(s.eng.Approvals()), Mode: s.eng.Mode(ctx)}
+	v := &statusView{Page: page, Pending: len(s.eng.Approvals()), Mode: s.eng.Mode(ctx), srv: s}
 	for _, m := range s.eng.Modes() {
 		if m.Name != v.Mode.Name {
 			continue
