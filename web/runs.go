@@ -96,6 +96,11 @@ type runApproval struct {
 	// Anchor is the id of its card on the Approvals page, or "" when the
 	// page no longer shows it.
 	Anchor string
+	// Href is where a person finds it, always: its card on the Approvals
+	// page while it waits, and once answered the journal of its run (its
+	// request, its answer and what came of the act), which stays when
+	// the Approvals page's "Recently answered" has moved on.
+	Href string
 }
 
 func (s *Server) runsPage(c echo.Context) error {
@@ -204,7 +209,10 @@ func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans [
 	}
 	out := make([]runView, 0, len(runs))
 	for _, r := range runs {
-		v := runView{RunRecord: r, By: r.Principal, Via: originWords(r.Origin), Took: tookWords(r, now)}
+		v := runView{RunRecord: r, By: personText(r.Principal), Via: originWords(r.Origin), Took: tookWords(r, now)}
+		if name, _ := personParts(r.Principal); strings.HasPrefix(r.Principal, r.Origin+":") {
+			v.By = name // "by olga from the console"
+		}
 		if r.Origin == "schedule" && strings.HasPrefix(r.Principal, "schedule:") {
 			v.By = ""
 		}
@@ -232,8 +240,12 @@ func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans [
 			ra := runApproval{ID: a.ID, Status: approvalWords(a.Status)}
 			if a.Status == runtime.ApprovalPending {
 				ra.Anchor = "approval-" + a.ID
-			} else if onPage[a.ID] {
-				ra.Anchor = "answered-" + a.ID
+				ra.Href = "/approvals#" + ra.Anchor
+			} else {
+				if onPage[a.ID] {
+					ra.Anchor = "answered-" + a.ID
+				}
+				ra.Href = "/journal?" + url.Values{"run": {a.Run}}.Encode()
 			}
 			v.Approvals = append(v.Approvals, ra)
 		}

@@ -116,13 +116,13 @@ func TestRunsPageSaysWhatEachRunDid(t *testing.T) {
 		want   []string
 		cancel bool
 	}{
-		{"acted", []string{`<span class="run-state good">Completed</span>`, "A single command", "by api:operator from the API",
+		{"acted", []string{`<span class="run-state good">Completed</span>`, "A single command", "by operator from the API",
 			"“fill the tank”", "took ", "1 of 1 step, 1 act", "every step done",
 			`href="/journal?run=` + ids["acted"] + `"`}, false},
 		{"flush", []string{"Completed", "Plan flush", "“weekly flush”", "1 of 1 step, 0 acts", `href="/journal?run=` + ids["flush"] + `"`}, false},
 		{"cancelled", []string{`<span class="run-state warn">Cancelled</span>`, "Plan soak", "“overnight”", "cancelled by api:operator",
 			"wrong tank"}, false},
-		{"running", []string{`<span class="run-state">Running</span>`, "by console:olga from the console", "none given", "running for ",
+		{"running", []string{`<span class="run-state">Running</span>`, "by olga from the console", "none given", "running for ",
 			`href="/journal?run=` + ids["running"] + `"`}, true},
 		{"approved", []string{"Completed", "“drain”", `<a href="/approvals#answered-` + ids["approved approval"] + `">Approval ` +
 			ids["approved approval"] + `</a>: approved`, "1 of 1 step, 1 act"}, false},
@@ -151,6 +151,23 @@ func TestRunsPageSaysWhatEachRunDid(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Where each approval is found, always: a waiting one on the
+	// Approvals page, an answered one in its run's journal, which stays
+	// when "Recently answered" has moved on.
+	links := map[string]string{}
+	for _, v := range s.web.runViews(t.Context(), s.eng.Runs(), s.eng.Plans()) {
+		for _, a := range v.Approvals {
+			links[a.ID] = a.Href
+		}
+	}
+	for id, want := range map[string]string{ids["approved approval"]: "/journal?run=" + ids["approved"], ids["parked approval"]: "/approvals#approval-" + ids["parked approval"]} {
+		if links[id] != want {
+			t.Errorf("approval %s links to %q, want %q", id, links[id], want)
+		}
+	}
+	if _, j, _ := op.page(links[ids["approved approval"]]); !strings.Contains(j, "approved valve-1.open") {
+		t.Errorf("the journal an answered approval links to does not show its answer:\n%s", j)
 	}
 	// A run's journal link shows its events, and no other run's.
 	_, journal, _ := op.page("/journal?run=" + ids["acted"])
