@@ -53,6 +53,9 @@ type Options struct {
 	Notice io.Writer
 	// WebListener, if set, is the console's listener (tests).
 	WebListener net.Listener
+	// Version is the gateway's version, which it tells MCP clients and
+	// Home Assistant; "" tells none.
+	Version string
 }
 
 // Parts are the running pieces of a gateway, for tests and embedding.

@@ -214,6 +214,11 @@ func (g *instance) buildSurfaces() error {
 		mo := *cfg.MQTT
 		mo.Users, mo.Logger = g.users, log.With("component", "mqtt")
 		mo.HomeAssistantRecord = filepath.Join(g.stateDir, "homeassistant.json")
+		if mo.HomeAssistant != nil {
+			ha := *mo.HomeAssistant
+			ha.Version = g.opts.Version
+			mo.HomeAssistant = &ha
+		}
 		if g.broker, err = mqtt.New(g.eng, mo); err != nil {
 			return err
 		}
@@ -244,6 +249,11 @@ func (g *instance) buildSurfaces() error {
 func (g *instance) webOptions() web.Options {
 	wo := *g.cfg.Web
 	wo.Users, wo.Logger, wo.Metrics = g.users, g.log.With("component", "web"), g.metrics
+	if wo.MCP != nil {
+		mo := *wo.MCP
+		mo.Version = g.opts.Version
+		wo.MCP = &mo
+	}
 	if g.opts.WebListener != nil {
 		wo.Listener = g.opts.WebListener
 	}

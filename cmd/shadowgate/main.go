@@ -252,7 +252,7 @@ func serve(args []string, stderr io.Writer) int {
 				host, port, demoUser, demoPassword, m.Prefix)
 		}
 	}
-	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: demo != "", Logger: log, Ready: ready, Stopping: stopping}); err != nil {
+	if err := gateway.Run(ctx, gateway.Options{Config: cfg, Demo: demo != "", Logger: log, Ready: ready, Stopping: stopping, Version: version}); err != nil {
 		stopping()
 		log.Error("gateway failed", "error", err)
 		return exitUnavailable

@@ -313,6 +313,10 @@ func goAgent(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
 		t.Fatalf("connecting: %v", err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
+	// The gateway tells its version (the test's binary is not stamped).
+	if si := cs.InitializeResult().ServerInfo; si.Name != "shadowgate" || si.Version != "dev" {
+		t.Errorf("server info = %+v, want shadowgate, version dev", si)
+	}
 	return cs
 }
 

@@ -29,6 +29,9 @@ import (
 // what the gateway believes (a good reading, or an act the world
 // confirmed), never what was merely asked for.
 type HomeAssistant struct {
+	// Version is the gateway's version, told as the software's; "" takes
+	// the module's from the build, if it has one.
+	Version string
 	// Prefix is Home Assistant's discovery prefix. Default "homeassistant".
 	Prefix string
 	// GatewayID names the gateway in identifiers: "sg_<id>". Default the
@@ -143,7 +146,11 @@ func (b *Broker) haEntities() []haEntity {
 	origin := map[string]any{"name": "Shadowgate"}
 	gwDev := map[string]any{"identifiers": []string{gw}, "name": "Shadowgate " + ha.GatewayID, "manufacturer": "Shadowgate",
 		"model": "Shadowgate gateway"}
-	if v := haVersion(); v != "" {
+	v := ha.Version
+	if v == "" {
+		v = haVersion()
+	}
+	if v != "" {
 		origin["sw_version"], gwDev["sw_version"] = v, v
 	}
 	if ha.ConsoleURL != "" {

@@ -269,6 +269,7 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 		}},
 	}
 	ha := haOptions(devs)
+	ha.Version = "v1.2.3"
 	ha.Classes = map[string]string{"probe_1.meter": "water", "probe_1.acidity": "ph", "probe_1.leak": "moisture", "plc-2.relay": "outlet"}
 	b, err := New(eng, Options{Prefix: prefix, HomeAssistant: ha})
 	if err != nil {
@@ -326,6 +327,10 @@ func TestHomeAssistantEveryKindOfCapability(t *testing.T) {
 	if dev["suggested_area"] != "hall" || dev["configuration_url"] != "http://gateway.test:8080/devices/probe_1" || dev["via_device"] != "sg_test" ||
 		dev["name"] != "probe_1" {
 		t.Errorf("probe_1's device block = %v", dev)
+	}
+	gwDev := got["homeassistant/binary_sensor/sg_test_status/config"]["device"].(map[string]any)
+	if gwDev["sw_version"] != "v1.2.3" {
+		t.Errorf("the gateway's device block = %v, want its version v1.2.3", gwDev)
 	}
 	// A device with a label is named by it; its ids stay its own.
 	dev = got["homeassistant/switch/sg_test_plc-2_relay/config"]["device"].(map[string]any)
