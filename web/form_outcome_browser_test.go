@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -184,5 +185,40 @@ func TestServedScriptRuns(t *testing.T) {
 	defer mu.Unlock()
 	for _, e := range thrown {
 		t.Errorf("the script threw: %s", e)
+	}
+}
+
+// TestBadOutcomeWithoutScript: without the script, a command the gateway
+// refused comes back flagged bad, signed, and the page draws its note as
+// an error with a ✗; a read comes back as a plain note with its value.
+func TestBadOutcomeWithoutScript(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "observe"})
+	b := s.browser()
+	b.login("olga", "password-1")
+	_, _, tok := b.page("/devices")
+	for _, tc := range []struct {
+		name, value, flag, want string
+	}{
+		{"refused", "true", "1", `<p class="note error" role="alert">✗ valve-1.open → ON: refused — mode observe does not permit it`},
+		{"read", "", "", `<p class="note" role="status">valve-1.open reads OFF.</p>`},
+	} {
+		resp, err := b.c.PostForm(s.srv.URL+"/commands", url.Values{"_csrf": {tok}, "device": {"valve-1"}, "capability": {"open"}, "value": {tc.value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc, _ := url.Parse(resp.Header.Get("Location"))
+		if got := loc.Query().Get("bad"); got != tc.flag {
+			t.Errorf("%s: the redirect %s says bad=%q, want %q", tc.name, loc, got, tc.flag)
+		}
+		if _, page, _ := b.page(loc.RequestURI()); !strings.Contains(page, tc.want) {
+			t.Errorf("%s: the page does not say %s", tc.name, tc.want)
+		}
+		// The flag is signed with the note: taken off, the note is not shown.
+		q := loc.Query()
+		q.Del("bad")
+		if _, page, _ := b.page(loc.Path + "?" + q.Encode()); tc.flag != "" && strings.Contains(page, "refused — mode observe") {
+			t.Errorf("%s: a bad note shown without its flag", tc.name)
+		}
 	}
 }

@@ -37,7 +37,7 @@
         mark.className = "stale";
         mark.textContent = "⚠ stale";
         el.append(" · ", mark);
-      } else if (mark && !(age > limit)) {
+      } else if (limit && mark && age <= limit) {
         if (mark.previousSibling && mark.previousSibling.nodeValue === " · ") { mark.previousSibling.remove(); }
         mark.remove();
       }
