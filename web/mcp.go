@@ -96,6 +96,7 @@ const consoleHeader = "X-Shadowgate-Console"
 // without MCP (mcp_off.go).
 func (s *Server) mountMCP() error {
 	if s.opts.MCP == nil {
+		s.e.Pre(mcpNotServed("this gateway serves no MCP: its configuration does not turn it on (mcp: {enabled: true, tokens: [...]})"))
 		return nil
 	}
 	o := *s.opts.MCP
@@ -172,13 +173,14 @@ func (m *mcpSurface) gate(next echo.HandlerFunc) echo.HandlerFunc {
 			case id == nil || !id.Token:
 				h.Set("WWW-Authenticate", `Bearer realm="shadowgate"`)
 				return problem(http.StatusUnauthorized, "send Authorization: Bearer <token> with a token named in mcp.tokens")
-			case !slices.Contains(m.opts.Tokens, id.User):
-				return problem(http.StatusForbidden, "token "+id.User+" is not admitted to MCP: name it in mcp.tokens")
 			case id.Role.AtLeast(access.Approver):
 				// The same token answers approvals on the API: an agent
-				// holding it could approve its own requests.
+				// holding it could approve its own requests. Said first:
+				// naming it in mcp.tokens would not help.
 				return problem(http.StatusForbidden, "token "+id.User+" is "+article(id.Role.String())+" "+id.Role.String()+
-					"; an agent's token is a viewer or an operator, so that it can never answer an approval")
+					"; an agent's token is a viewer or an operator, so that it can never answer an approval: give the agent a token of its own")
+			case !slices.Contains(m.opts.Tokens, id.User):
+				return problem(http.StatusForbidden, "token "+id.User+" is not admitted to MCP: name it in mcp.tokens")
 			}
 			agent := &identity{User: id.User, Role: id.Role, Principal: "mcp:" + id.User, Token: true}
 			if wait, ok := m.allow(id.User, true, s.opts.Now()); !ok {
@@ -497,8 +499,27 @@ func (m *mcpSurface) listings(next mcp.MethodHandler) mcp.MethodHandler {
 			return nil, &jsonrpc.Error{Code: codeRefused, Message: m.refusal(mode).Error()}
 		}
 		m.refresh(false)
-		return next(ctx, method, req)
+		res, err := next(ctx, method, req)
+		if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil && !m.roleOf(token).AtLeast(access.Operator) {
+			// A viewer's token is not offered the tools it may never call.
+			out := *lt
+			out.Tools = slices.DeleteFunc(slices.Clone(lt.Tools), func(t *mcp.Tool) bool { return operatorTools[t.Name] })
+			return &out, nil
+		}
+		return res, err
 	}
+}
+
+// operatorTools are the tools that need an operator's token.
+var operatorTools = map[string]bool{toolRequestWrite: true, toolRunPlan: true}
+
+// roleOf is the role of the API token named token; a token not known is
+// a viewer's, offered the least.
+func (m *mcpSurface) roleOf(token string) access.Role {
+	if i := slices.IndexFunc(m.web.opts.Tokens, func(t Token) bool { return t.Name == token }); i >= 0 {
+		return m.web.opts.Tokens[i].Role
+	}
+	return access.Viewer
 }
 
 // watchModes follows the journal until ctx ends. When a device comes or

@@ -13,5 +13,6 @@ func (s *Server) mountMCP() error {
 	if s.opts.MCP != nil {
 		return errors.New("mcp: " + omit.MCPPart.Refusal())
 	}
+	s.e.Pre(mcpNotServed("this gateway serves no MCP: " + omit.MCPPart.Refusal()))
 	return nil
 }

@@ -1,5 +1,11 @@
 package web
 
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
 // MCPPath is where the MCP endpoint is served, on the console's port.
 const MCPPath = "/mcp"
 
@@ -36,4 +42,21 @@ type MCPOptions struct {
 	ConsoleURL string
 	// Version is the gateway's version, told to clients.
 	Version string
+}
+
+// mcpNotServed answers every request to [MCPPath] of a gateway that does
+// not serve MCP with 404 and why, in JSON, before any login: a client
+// sent there (an agent host, the stdio bridge) learns MCP is off, rather
+// than being sent to the console's login page, and a token this gateway
+// does not know does not count as a failed login.
+func mcpNotServed(why string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if c.Request().URL.Path != MCPPath {
+				return next(c)
+			}
+			c.Response().Header().Set("Cache-Control", "no-store")
+			return c.JSON(http.StatusNotFound, apiError{Error: http.StatusText(http.StatusNotFound), Detail: why})
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -87,14 +88,22 @@ func callTool(t *testing.T, cs *mcp.ClientSession, p *mcp.CallToolParams) (map[s
 
 func TestMCPToolsAndAnnotations(t *testing.T) {
 	s := mcpSite(t, siteOptions{labels: map[string]string{"valve-1": "Main valve"}}, MCPOptions{})
-	cs := mustAgent(t, s, "viewer", nil)
-	got := map[string]*mcp.Tool{}
-	for tool, err := range cs.Tools(t.Context(), nil) {
-		if err != nil {
-			t.Fatal(err)
+	list := func(cs *mcp.ClientSession) map[string]*mcp.Tool {
+		got := map[string]*mcp.Tool{}
+		for tool, err := range cs.Tools(t.Context(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[tool.Name] = tool
 		}
-		got[tool.Name] = tool
+		return got
 	}
+	// A viewer's token is offered only what it may call.
+	if got := list(mustAgent(t, s, "viewer", nil)); got[toolRequestWrite] != nil || got[toolRunPlan] != nil || got[toolRead] == nil {
+		t.Errorf("a viewer's tools = %v, want no request_write or run_plan", slices.Collect(maps.Keys(got)))
+	}
+	cs := mustAgent(t, s, "operator", nil)
+	got := list(cs)
 	for _, name := range []string{toolListDevices, toolRead, toolRequestWrite, toolRunPlan, toolGetApproval, toolJournalTail} {
 		if got[name] == nil {
 			t.Fatalf("tool %s is not listed (got %v)", name, len(got))
@@ -355,12 +364,21 @@ func TestMCPAuth(t *testing.T) {
 		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		t.Errorf("POST /mcp without a token = %d %v", resp.StatusCode, resp.Header)
 	}
-	// Off unless configured.
-	plain := newSite(t, siteOptions{})
-	code, _ := plain.call(http.MethodPost, MCPPath, "operator", `{}`)
-	if code == http.StatusOK || code == http.StatusAccepted {
-		t.Errorf("POST /mcp without MCP configured = %d", code)
+	// An approver's token not named is told why naming it would not do.
+	if code, body := s.call(http.MethodPost, MCPPath, "approver", `{}`); code != http.StatusForbidden ||
+		!strings.Contains(body, "an agent's token is a viewer or an operator") || strings.Contains(body, "name it in mcp.tokens") {
+		t.Errorf("POST /mcp as an approver not named = %d %s", code, body)
 	}
+	// Off unless configured: 404 saying so, in JSON, to any token or
+	// none, never the login page, and no failed login counted.
+	plain := newSite(t, siteOptions{})
+	for _, tok := range []string{"operator", "nobody", "nobody", "nobody", "nobody", ""} {
+		code, body := plain.call(http.MethodPost, MCPPath, tok, `{}`)
+		if code != http.StatusNotFound || !strings.Contains(body, "serves no MCP") {
+			t.Errorf("POST /mcp as %q without MCP configured = %d %s", tok, code, body)
+		}
+	}
+	plain.expect("GET", "/api/v1/devices", "viewer", "", 200, "valve-1") // not locked out
 }
 
 // FuzzMCPArguments sends any JSON as any tool's arguments, as an agent

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"net/http"
 	"net/http/cookiejar"
@@ -223,8 +224,13 @@ func judgeAgent(t *testing.T, who string, steps map[string]map[string]any) {
 	if r := step("unknown_tool"); r["thrown"] != true || r["code"] != float64(-32602) {
 		t.Errorf("%s: an unknown tool = %v, want a protocol error -32602", who, r)
 	}
-	if r := step("watcher_write"); r["isError"] != true || !strings.Contains(r["text"].(string), "needs a token with the operator role") {
-		t.Errorf("%s: a viewer token's write = %v, want refused for its role", who, r)
+	if names := fmt.Sprint(step("watcher_tools")["names"]); strings.Contains(names, "request_write") || strings.Contains(names, "run_plan") ||
+		!strings.Contains(names, "read") {
+		t.Errorf("%s: a viewer token is offered %s, want no request_write or run_plan", who, names)
+	}
+	if r := step("watcher_write"); !(r["isError"] == true && strings.Contains(fmt.Sprint(r["text"]), "needs a token with the operator role")) &&
+		!(r["thrown"] == true && strings.Contains(fmt.Sprint(r["message"]), `unknown tool "request_write"`)) {
+		t.Errorf("%s: a viewer token's write = %v, want refused for its role, or no such tool", who, r)
 	}
 	if r := step("not_admitted"); r["connected"] != false {
 		t.Errorf("%s: a token not named in mcp.tokens = %v, want refused", who, r)

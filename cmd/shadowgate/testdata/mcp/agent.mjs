@@ -70,9 +70,17 @@ try {
 }
 await agent.close();
 
+// A viewer's token is not offered the writing tools; called anyway, the
+// gateway refuses it for its role (over HTTP), or the bridge, which
+// offers only what the gateway listed, knows no such tool (over stdio).
 const watcher = await connect(process.env.WATCHER_TOKEN);
-out('watcher_write', result(await watcher.callTool({ name: 'request_write', arguments: {
-  device: 'valve-1', capability: 'open', value: true, reason: 'just looking' } })));
+out('watcher_tools', { names: (await watcher.listTools()).tools.map((t) => t.name) });
+try {
+  out('watcher_write', result(await watcher.callTool({ name: 'request_write', arguments: {
+    device: 'valve-1', capability: 'open', value: true, reason: 'just looking' } })));
+} catch (e) {
+  out('watcher_write', { thrown: true, code: e.code, message: e.message });
+}
 await watcher.close();
 
 try {
