@@ -523,3 +523,24 @@ func TestEventStreamResumes(t *testing.T) {
 		t.Fatalf("the stream and /events disagree: %v and %d events", all, len(evs))
 	}
 }
+
+// TestCookieRequestWithoutCSRFSaysHow: a script that logged in with the
+// console's form and then calls the API is told which header to send.
+func TestCookieRequestWithoutCSRFSaysHow(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser()
+	if code := b.login("ann", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.srv.URL+"/api/v1/mode", strings.NewReader(`{"mode":"observe"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "X-CSRF-Token header") {
+		t.Fatalf("a cookie request without its CSRF token = %d %s, want 403 naming the header", resp.StatusCode, body)
+	}
+}

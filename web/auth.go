@@ -151,7 +151,7 @@ func (s *Server) csrf() echo.MiddlewareFunc {
 		CookieHTTPOnly: true,
 		CookieSameSite: http.SameSiteStrictMode,
 		ErrorHandler: func(err error, c echo.Context) error {
-			return problem(http.StatusForbidden, "missing or wrong CSRF token: a form or a cookie-authenticated request must send it")
+			return problem(http.StatusForbidden, "missing or wrong CSRF token: a request made with the login cookie sends the sg_csrf cookie's value in the X-CSRF-Token header (a form, in its _csrf field); a script is simpler with an API token (Authorization: Bearer)")
 		},
 	})
 }
