@@ -261,3 +261,40 @@ func (b *browserSession) axe(script string) []axeViolation {
 	}
 	return vs
 }
+
+// look is a window size and a colour scheme a console test runs in.
+type look struct {
+	name   string
+	w, h   int64
+	scheme string
+}
+
+// looks are the sizes and schemes the console's defect tests run in: a
+// desk and a phone, each in the light and the dark colour scheme.
+var looks = []look{
+	{"desk", 1366, 900, "light"}, {"phone", 390, 844, "light"},
+	{"desk-dark", 1366, 900, "dark"}, {"phone-dark", 390, 844, "dark"},
+}
+
+// sharedBrowser starts one Chromium for the cases of a test, which open
+// their tabs in it (tab) and may run at once: a Chromium started once,
+// not once a case.
+func sharedBrowser(t *testing.T) *browserSession {
+	t.Helper()
+	b := newBrowser(t, "")
+	b.do("starting Chromium", chromedp.Navigate("about:blank"))
+	return b
+}
+
+// tab opens, for t, a tab of b's browser on base in a browser context of
+// its own (its own cookies, so that cases on different sites of the same
+// host can run at once), in lk's window size and colour scheme.
+func (b *browserSession) tab(t *testing.T, base string, lk look) *browserSession {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	tb := &browserSession{t: t, ctx: ctx, base: base, dir: b.dir}
+	tb.do("the look "+lk.name, chromedp.EmulateViewport(lk.w, lk.h))
+	tb.setScheme(lk.scheme)
+	return tb
+}

@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/store"
 )
@@ -141,15 +143,17 @@ func eightTabs(t *testing.T, b *browserSession) {
 // the focus stay as the person left them, the new request is added, and
 // only it is announced to a screen reader, at desk and at phone size.
 func TestLiveUpdatesKeepWhatWasTyped(t *testing.T) {
-	for _, vp := range viewports {
+	br := sharedBrowser(t)
+	for _, vp := range looks {
 		t.Run(vp.name, func(t *testing.T) {
+			t.Parallel()
 			s := newSite(t, siteOptions{})
-			b := newBrowser(t, s.srv.URL)
-			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b := br.tab(t, s.srv.URL, vp)
 			first := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
 				`{"device":"valve-1","capability":"open","value":true,"reason":"first"}`, 202, "pending_approval"))[1]
 			b.login("ann", "/approvals")
 			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			b.checkScheme(vp.name, vp.scheme)
 			card := `document.getElementById("approval-` + first + `")`
 			if eval[bool](b, `document.getElementById("live").hasAttribute("aria-live")`) {
 				t.Error("the whole live part is an aria-live region: every update is read out")
@@ -194,13 +198,15 @@ func TestLiveUpdatesKeepWhatWasTyped(t *testing.T) {
 // observe while it waited, refuses at the act. Each answered card says
 // what came of the act, not only "approved", at desk and phone size.
 func TestApprovedCardTellsTheAct(t *testing.T) {
-	for _, vp := range viewports {
+	br := sharedBrowser(t)
+	for _, vp := range looks {
 		t.Run(vp.name, func(t *testing.T) {
+			t.Parallel()
 			s := newSite(t, siteOptions{})
-			b := newBrowser(t, s.srv.URL)
-			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b := br.tab(t, s.srv.URL, vp)
 			b.login("ann", "/approvals")
 			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			b.checkScheme(vp.name, vp.scheme)
 			approve := func(value string) string {
 				t.Helper()
 				id := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
@@ -246,17 +252,19 @@ func TestApprovedCardTellsTheAct(t *testing.T) {
 // view, says it is an error in words and in its style, and the field is
 // marked invalid and described by it for assistive technology.
 func TestFormErrorNextToItsField(t *testing.T) {
-	for _, vp := range viewports {
+	br := sharedBrowser(t)
+	for _, vp := range looks {
 		t.Run(vp.name, func(t *testing.T) {
+			t.Parallel()
 			s := newSite(t, siteOptions{})
-			b := newBrowser(t, s.srv.URL)
-			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b := br.tab(t, s.srv.URL, vp)
 			s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval")
 			// The lower of two cards, so that the top of the page is out of view on a phone.
 			id := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/mode", "operator",
 				`{"mode":"maintenance","reason":"fitter on site"}`, 202, `"status":"pending"`))[1]
 			b.login("adam", "/approvals")
 			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			b.checkScheme(vp.name, vp.scheme)
 			b.do("denying without a reason", chromedp.Click(chromedp.CSS("#approval-"+id+" button.deny")))
 			reason := `document.getElementById("reason-` + id + `")`
 			b.poll("the error", reason+`.getAttribute("aria-invalid") === "true"`)
@@ -269,8 +277,12 @@ func TestFormErrorNextToItsField(t *testing.T) {
 						Math.abs(e.getBoundingClientRect().top - ` + reason + `.getBoundingClientRect().bottom) < 40 })()`,
 				"in the viewport": `(() => { const r = document.getElementById(` + reason + `.getAttribute("aria-describedby")).getBoundingClientRect();
 					return r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth })()`,
+				// In the colour of a bad outcome, which the dark scheme lightens
+				// (the Deny button's fill stays dark).
 				"styled as an error": `(() => { const e = document.getElementById(` + reason + `.getAttribute("aria-describedby"));
-					return getComputedStyle(e).color === getComputedStyle(document.querySelector("button.deny")).backgroundColor })()`,
+					const bad = document.body.appendChild(document.createElement("span")); bad.className = "bad";
+					const want = getComputedStyle(bad).color; bad.remove(); const st = getComputedStyle(e);
+					return st.color === want && st.borderLeftColor === want && want !== getComputedStyle(document.body).color })()`,
 			} {
 				if !eval[bool](b, js) {
 					t.Errorf("the error of a deny without a reason is not %s", what)
@@ -383,12 +395,13 @@ func TestSessionEndGoesToTheLogin(t *testing.T) {
 			t.Errorf("after logging in again: %s, want /approvals", path)
 		}
 	}
-	for _, vp := range viewports {
+	br := sharedBrowser(t)
+	for _, vp := range looks {
 		t.Run(vp.name+"/expiry", func(t *testing.T) {
+			t.Parallel()
 			s := newSite(t, siteOptions{options: func(o *Options) { o.SessionTTL = 4 * time.Second }})
 			s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval")
-			b := newBrowser(t, s.srv.URL)
-			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b := br.tab(t, s.srv.URL, vp)
 			// A note of a form answered before is said once, and is not
 			// part of the way back.
 			b.login("ann", "/approvals%3Fnote%3DApproval%2Bapproved.%26sig%3D00")
@@ -396,11 +409,12 @@ func TestSessionEndGoesToTheLogin(t *testing.T) {
 			ended(b, vp.name, "expiry")
 		})
 		t.Run(vp.name+"/logout", func(t *testing.T) {
+			t.Parallel()
 			s := newSite(t, siteOptions{})
-			b := newBrowser(t, s.srv.URL)
-			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b := br.tab(t, s.srv.URL, vp)
 			b.login("ann", "/approvals")
 			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			b.checkScheme(vp.name, vp.scheme)
 			other, cancel := chromedp.NewContext(b.ctx)
 			defer cancel()
 			if err := chromedp.Do(other, chromedp.Navigate(b.base+"/devices"), chromedp.WaitVisible(chromedp.CSS("form.logout button")),
@@ -416,15 +430,17 @@ func TestSessionEndGoesToTheLogin(t *testing.T) {
 // a reason; the alarm is raised again meanwhile, and the live update
 // counts it without closing the form or losing the reason.
 func TestLiveUpdatesKeepAnOpenForm(t *testing.T) {
-	for _, vp := range viewports {
+	br := sharedBrowser(t)
+	for _, vp := range looks {
 		t.Run(vp.name, func(t *testing.T) {
+			t.Parallel()
 			s := newSite(t, siteOptions{mode: "interlocked"})
 			s.g.SetFault("valve-1", sim.Fault{Stuck: true})
 			s.raise(1)
-			b := newBrowser(t, s.srv.URL)
-			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b := br.tab(t, s.srv.URL, vp)
 			b.login("adam", "/alarms")
 			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			b.checkScheme(vp.name, vp.scheme)
 			card := `document.getElementById("alarm-` + stuckAlarm + `")`
 			b.do("opening the shelving form", chromedp.Click(chromedp.CSS(`article.alarm details.shelve summary`)),
 				chromedp.SendKeys(chromedp.CSS(`article.alarm details.shelve input[name="reason"]`), "fitter on the way"))
@@ -489,4 +505,148 @@ func (s *Server) openStreams() int {
 		n += len(chs)
 	}
 	return n
+}
+
+// TestWordsInTheBrowser reads, in Chromium at desk and at phone size, the
+// words a newcomer's trial found wrong: one MQTT client is "1 client", a
+// rule made by approving says which value it allows, an answer given
+// with a rule is said in words and by the person's name, and a read from
+// the device form says the value it read.
+func TestWordsInTheBrowser(t *testing.T) {
+	s := newSite(t, siteOptions{options: func(o *Options) {
+		o.MQTTStats = func() MQTTStats { return MQTTStats{Clients: 1, DeniedPublishes: 1, FailedLogins: 1} }
+	}})
+	id := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
+		`{"device":"valve-1","capability":"open","value":true,"reason":"fill"}`, 202, "pending_approval"))[1]
+	b := newBrowser(t, s.srv.URL)
+	b.login("adam", "/approvals")
+	b.poll("the request", `!!document.querySelector("#approval-`+id+` details.rule-offer")`)
+	b.do("approving with a rule", chromedp.Click(chromedp.CSS(`#approval-`+id+` details.rule-offer summary`)),
+		chromedp.Click(chromedp.CSS(`#approval-`+id+` button[value="approve_and_rule"]`)))
+	answered := `(document.getElementById("answered-` + id + `") || {textContent: ""}).textContent`
+	b.poll("the answered card", answered+`.includes("Approved with a rule by adam, in the console")`)
+	for i, vp := range viewports {
+		b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+		text := func(page string) string {
+			b.do(page+" at "+vp.name, chromedp.Navigate(b.base+page), chromedp.WaitVisible(chromedp.CSS("main h1")))
+			return eval[string](b, `document.getElementById("main").innerText`)
+		}
+		checks := []struct{ page, want, not string }{
+			{"/", "1 client connected", "1 clients"},
+			{"/", "1 publish denied, 1 failed login", "1 publishes"},
+			{"/approvals", "Approved with a rule by adam, in the console", "approve_and_rule"},
+			{"/approvals", "Recently answered", "console:adam"},
+			{"/policy", "to set valve-1.open to true", "console:"},
+		}
+		for _, c := range checks {
+			got := text(c.page)
+			if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
+				t.Errorf("%s at %s: want %q and not %q in:\n%s", c.page, vp.name, c.want, c.not, got)
+			}
+		}
+		// A read from the device form says what it read, where it was sent.
+		level := 40.5 + float64(i)
+		s.g.Adjust(func(st *sim.State) { st.Level = level })
+		b.do("reading from the device form", chromedp.Navigate(b.base+"/devices"), chromedp.WaitVisible(chromedp.ID("cmd-device")))
+		b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+		b.do("sending a read", chromedp.SendKeys(chromedp.ID("cmd-device"), "tank-1"), chromedp.SendKeys(chromedp.ID("cmd-cap"), "level"),
+			chromedp.Click(chromedp.CSS(`#cmd-reason ~ button[type="submit"]`)))
+		want := fmt.Sprintf("tank-1.level reads %v", level)
+		b.poll("the value read", `Array.from(document.querySelectorAll("p.outcome")).some(p => p.textContent.includes("`+want+`"))`)
+		b.shot("words-" + vp.name)
+	}
+}
+
+// TestWaitingCardJudgedAgain keeps a request waiting on the Approvals page
+// while what its act would meet changes, at both sizes in both schemes:
+// the tank's level falls under the valve's interlock, then rises again;
+// and a rule that forbids it comes into force (no API adds a rule, so it
+// comes as a configuration put in force again, as a reload does), then
+// goes. Each time the card, judged again, says that the act would now be
+// refused and why, and then that it would act.
+func TestWaitingCardJudgedAgain(t *testing.T) {
+	br := sharedBrowser(t)
+	for _, vp := range looks {
+		t.Run(vp.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSite(t, siteOptions{})
+			s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+			id := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
+				`{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval"))[1]
+			b := br.tab(t, s.srv.URL, vp)
+			b.login("ann", "/approvals")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			b.checkScheme(vp.name, vp.scheme)
+			card := `document.getElementById("approval-` + id + `")`
+			acts := func(what string) {
+				t.Helper()
+				b.poll(what, card+` !== null && !`+card+`.querySelector(".foresight.refuse") && `+card+`.textContent.includes("approved now, it would act")`)
+			}
+			refused := func(what, why string) {
+				t.Helper()
+				b.poll(what, card+` !== null && (`+card+`.querySelector(".foresight.refuse") || {textContent: ""}).textContent.includes("this would be refused at the act") &&
+					`+card+`.querySelector(".foresight.refuse").textContent.includes("`+why+`")`)
+			}
+			acts("the card to say it would act")
+
+			t.Run("interlock", func(t *testing.T) {
+				b.t = t
+				// The tank falls under the interlock, then fills again.
+				for _, level := range []float64{5, 60} {
+					s.g.Adjust(func(st *sim.State) { st.Level = level })
+					s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+					if level < 10 {
+						refused("the card to say the interlock breaks", "tank-1.level")
+						b.shot("judged-again-interlock-" + vp.name)
+					} else {
+						acts("the card to say it would act again, the tank full")
+					}
+				}
+				if a, _ := s.eng.Approval(id); a.Status != runtime.ApprovalPending {
+					t.Errorf("the request was %s, want it still waiting", a.Status)
+				}
+			})
+
+			t.Run("rule", func(t *testing.T) {
+				b.t = t
+				// A rule forbids it, then is gone.
+				forbid := governance.Rule{ID: "valve-under-repair", Principal: "*", Device: "valve-1", Capability: "open",
+					Decision: governance.DecideDeny, Reason: "valve under repair"}
+				s.reload(forbid)
+				if f, _ := s.eng.Foresee(id); !f.Refuse {
+					// The act refuses it ("deny rule valve-under-repair"), but the
+					// engine's foresight judges an act as a step, without the deny
+					// rules, and the card can say only what it is told.
+					t.Skip("runtime.Engine.Foresee does not judge deny rules, which refuse the act: the card cannot say so yet")
+				}
+				refused("the card to say the rule forbids it", "valve-under-repair")
+				b.shot("judged-again-rule-" + vp.name)
+				s.reload()
+				acts("the card to say it would act again, the rule gone")
+			})
+		})
+	}
+}
+
+// reload puts the site's configuration in force again, as a reload of its
+// file does, with rules as its configuration's rules.
+func (s *site) reload(rules ...governance.Rule) {
+	s.t.Helper()
+	c := runtime.Config{Rules: rules, Plans: s.eng.Plans(), Policies: map[string]runtime.CapPolicy{}}
+	shipped := governance.ShippedModes()
+	for _, m := range s.eng.Modes() {
+		if _, ok := shipped[m.Name]; !ok {
+			c.Modes = append(c.Modes, m)
+		}
+	}
+	for _, d := range s.eng.Devices() {
+		for _, cp := range d.Capabilities {
+			if p, ok := s.eng.Policy(d.ID, cp.Name); ok {
+				c.Policies[d.ID+"."+cp.Name] = p
+			}
+		}
+	}
+	if err := s.eng.Reload(context.Background(), c, runtime.ConfigChangedBody{File: "site.yaml", By: "api:admin", Changes: []string{"rules"}}); err != nil {
+		s.t.Fatalf("reloading the configuration: %v", err)
+	}
 }
