@@ -323,7 +323,9 @@ func (g *instance) serve(ctx context.Context, ready, stopping func()) error {
 		_ = g.eng.Subscribe(engCtx, g.eng.RestoredSeq(), func(ev runtime.Event) error { logEvent(log, ev); return nil })
 	})
 
-	surfCtx, stopSurfaces := context.WithCancel(ctx)
+	// The surfaces serve on through the drives to safe, which they
+	// publish: they stop when stopSurfaces says, not with ctx.
+	surfCtx, stopSurfaces := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSurfaces()
 	var surfaces sync.WaitGroup
 	var mu sync.Mutex // guards surfErr

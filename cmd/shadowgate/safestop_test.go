@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // TestSIGTERMDrivesToSafeBeforeExit: serve with the pump running, send
@@ -80,5 +84,101 @@ devices:
 	}
 	if !w.State.Heater {
 		t.Fatalf("the heater (on_stop: keep) was switched off: %s", b)
+	}
+}
+
+// TestSIGTERMPublishesTheSafeStateBeforeOffline: at a clean stop the
+// state of the pump driven off reaches MQTT (its state/ topic and its
+// Home Assistant state, both retained) before the gateway says offline:
+// a retained ON would outlive the gateway, and Home Assistant would show
+// the pump ON while the gateway is away.
+func TestSIGTERMPublishesTheSafeStateBeforeOffline(t *testing.T) {
+	bin := shadowgateBinary(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "world.json"), []byte(`{"state":{"level":60,"temperature":14,"pump":true},"received":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte("hass-password-1"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(config, []byte(`gateway: {id: stop, state_dir: `+state+`}
+mode: observe
+mqtt: {listen: "127.0.0.1:0"}
+web: {listen: "127.0.0.1:0"}
+users:
+  - {name: hass, role: viewer, password_hash: "`+string(hash)+`"}
+integrations:
+  homeassistant: {enabled: true}
+drivers:
+  - {name: sim, type: sim, sim: {state_file: world.json}}
+devices:
+  - id: pump-1
+    driver: sim
+    address: pump
+    capabilities:
+      - {name: "on", kind: actuator, type: bool, read_back: true, poll: 1s, effects: {reversible: true}, safe: false, confirm: {read_back: true}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, bin, config)
+	line := g.await(t, "the broker", has(`msg="mqtt broker serving"`))
+	addr := regexp.MustCompile(` tcp=(\S+)`).FindStringSubmatch(line)
+	if addr == nil {
+		t.Fatalf("no address in %q", line)
+	}
+	g.awaitEver(t, "the gateway to be ready", has("gateway ready"))
+	type msg struct{ topic, payload string }
+	msgs := make(chan msg, 1024)
+	o := paho.NewClientOptions().AddBroker("tcp://"+addr[1]).SetClientID("hass").SetUsername("hass").SetPassword("hass-password-1").
+		SetOrderMatters(true).SetAutoReconnect(false)
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		t.Fatalf("connecting as hass: %v", tok.Error())
+	}
+	defer c.Disconnect(0)
+	if tok := c.Subscribe("shadowgate/stop/#", 1, func(_ paho.Client, m paho.Message) {
+		msgs <- msg{m.Topic(), string(m.Payload())}
+	}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribing: %v", tok.Error())
+	}
+	// The pump is seen ON before the stop.
+	haState := "shadowgate/stop/ha/pump-1/on"
+	for deadline := time.After(30 * time.Second); ; {
+		select {
+		case m := <-msgs:
+			if m.topic == haState && m.payload == "ON" {
+				goto on
+			}
+		case <-deadline:
+			t.Fatal("Home Assistant's state of pump-1 never said ON")
+		}
+	}
+on:
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	last := "ON"
+	for deadline := time.After(30 * time.Second); ; {
+		select {
+		case m := <-msgs:
+			t.Logf("after SIGTERM: %s %s", m.topic, m.payload)
+			switch {
+			case m.topic == haState:
+				last = m.payload
+			case m.topic == "shadowgate/stop/status" && m.payload == "offline":
+				if last != "OFF" {
+					t.Fatalf("the gateway said offline while Home Assistant's state of pump-1, driven to safe, said %s", last)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no offline within 30s of SIGTERM")
+		}
 	}
 }

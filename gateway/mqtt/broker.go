@@ -139,6 +139,10 @@ type Broker struct {
 	// waits for it; nil otherwise.
 	offline atomic.Pointer[offlineWatch]
 
+	// followed is the sequence of the last event the journal's follower
+	// published, so that a stop can wait for it to catch up.
+	followed atomic.Uint64
+
 	// sessions binds client ids to the users that hold them.
 	sessions sessions
 
@@ -272,10 +276,19 @@ func (b *Broker) Run(ctx context.Context) error {
 		return fmt.Errorf("serving mqtt: %w", err)
 	}
 	b.log.Info("mqtt broker serving", "tcp", b.Addr("tcp"), "tls", b.Addr("tls"), "ws", b.Addr("ws"), "prefix", b.opts.Prefix)
-	b.spawn(func() { b.follow(b.ctx, fold, ha, since) })
+	// The follower outlives the broker's context by the catch-up below.
+	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(b.ctx))
+	defer stopFollow()
+	b.followed.Store(since)
+	b.spawn(func() { b.follow(followCtx, fold, ha, since) })
 	b.spawn(func() { b.flushFailures(b.ctx) })
 	b.answerParked()
 	<-b.ctx.Done()
+	// What the journal says last (the drives to safe of a stop) is
+	// published before the offline: the retained state of an actuator
+	// driven off must not say ON while the gateway is away.
+	b.catchUp(followCatchUp)
+	stopFollow()
 	// Subscribers still connected hear it before they are closed; the
 	// retained message says so to whoever bridges this broker.
 	b.sayOffline()
@@ -285,6 +298,23 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.mu.Unlock()
 	b.wg.Wait()
 	return err
+}
+
+// followCatchUp bounds a stop's wait for the follower.
+const followCatchUp = 2 * time.Second
+
+// catchUp waits, up to max, until the follower has published every
+// event the journal held when it was called.
+func (b *Broker) catchUp(max time.Duration) {
+	target := b.eng.LastSeq()
+	deadline := time.Now().Add(max)
+	for b.followed.Load() < target {
+		if time.Now().After(deadline) {
+			b.log.Warn("mqtt stops before publishing the journal's last events", "published", b.followed.Load(), "last", target)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // flushFailures journals the summaries of failed logins that are due, so

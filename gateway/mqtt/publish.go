@@ -34,6 +34,7 @@ func (b *Broker) follow(ctx context.Context, f *command.Fold, ha *haFold, since 
 		if ha != nil {
 			b.publishHA(ha.apply(ev))
 		}
+		b.followed.Store(ev.Seq)
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
