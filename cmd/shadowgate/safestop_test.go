@@ -135,7 +135,7 @@ devices:
 	g.awaitEver(t, "the gateway to be ready", has("gateway ready"))
 	type msg struct{ topic, payload string }
 	msgs := make(chan msg, 1024)
-	o := paho.NewClientOptions().AddBroker("tcp://"+addr[1]).SetClientID("hass").SetUsername("hass").SetPassword("hass-password-1").
+	o := paho.NewClientOptions().AddBroker("tcp://" + addr[1]).SetClientID("hass").SetUsername("hass").SetPassword("hass-password-1").
 		SetOrderMatters(true).SetAutoReconnect(false)
 	c := paho.NewClient(o)
 	if tok := c.Connect(); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
