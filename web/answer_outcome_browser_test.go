@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -38,6 +39,12 @@ func TestAnswerSaysWhatIsKnown(t *testing.T) {
 			card := `document.getElementById("answered-` + id + `")`
 			b.poll("the refusal on the card", `(`+card+` || {textContent: ""}).textContent.includes("approved, refused at the act")`)
 			b.poll("the answer's note", `!!document.querySelector("main p.outcome, main > p.note")`)
+			// The note moves to the answered card once the page's update is
+			// drawn: given a few seconds for it on a busy machine.
+			_, _ = chromedp.Run(b.ctx, chromedp.Poll[bool](`(() => { const c = `+card+`, n = c && c.querySelector("p.outcome");
+				if (!n) return false;
+				const r = n.getBoundingClientRect();
+				return document.activeElement === c && r.top >= -1 && r.bottom <= innerHeight + 1; })()`, chromedp.WithPollingTimeout(5*time.Second)))
 			b.shot("answered-" + vp.name)
 			var got struct {
 				Page, Note  string
@@ -50,7 +57,7 @@ func TestAnswerSaysWhatIsKnown(t *testing.T) {
 				const card = `+card+`, note = document.querySelector("main p.outcome, main > p.note");
 				const r = note.getBoundingClientRect(), top = document.querySelector("main > p.note");
 				return JSON.stringify({page: document.getElementById("main").textContent, note: note.textContent,
-					inView: r.top >= 0 && r.bottom <= innerHeight && r.height > 0,
+					inView: r.top >= -1 && r.bottom <= innerHeight + 1 && r.height > 0,
 					focused: document.activeElement.id || document.activeElement.tagName, noteOnCard: card.contains(note),
 					topNoteText: top ? top.textContent : ""});
 			})()`)), &got); err != nil {

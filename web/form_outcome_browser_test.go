@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -15,7 +16,8 @@ import (
 // outcomeJS describes the outcome a form shows, found by selector, as
 // the person sees it: its words, its role, whether it is drawn as an
 // error (the deny button's red, as every error is), whether it is wholly
-// in the viewport, and whether a note at the top of the page says
+// in the viewport (to a pixel: scrolled into view, its edge may fall on a
+// fraction of one), and whether a note at the top of the page says
 // anything. It returns "" when there is no such outcome.
 func outcomeJS(selector string) string {
 	return `(() => {
@@ -29,7 +31,7 @@ func outcomeJS(selector string) string {
 		const bad = getComputedStyle(probe).color;
 		probe.remove();
 		return JSON.stringify({text: p.textContent, role: p.getAttribute("role"), error: cs.color === bad && cs.borderLeftColor === bad,
-			inView: r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth && r.height > 0,
+			inView: r.top >= -1 && r.bottom <= innerHeight + 1 && r.left >= -1 && r.right <= innerWidth + 1 && r.height > 0,
 			top: !!document.querySelector("main > p.note")});
 	})()`
 }
@@ -42,10 +44,14 @@ type shownOutcome struct {
 }
 
 // outcome waits for the outcome found by selector to say want, and
-// returns it.
+// returns it once it is in view, or as it is after a few seconds: the
+// page's update that follows a form may move it, and the script brings it
+// back into view once the update is drawn.
 func (b *browserSession) outcome(what, selector, want string) shownOutcome {
 	b.t.Helper()
 	b.poll(what, `(document.querySelector(`+"`"+selector+"`"+`) || {textContent: ""}).textContent.includes(`+"`"+want+"`"+`)`)
+	settle := `JSON.parse(` + outcomeJS(selector) + `).inView`
+	_, _ = chromedp.Run(b.ctx, chromedp.Poll[bool](settle, chromedp.WithPollingTimeout(5*time.Second)))
 	var o shownOutcome
 	if err := json.Unmarshal([]byte(eval[string](b, outcomeJS(selector))), &o); err != nil {
 		b.t.Fatal(err)

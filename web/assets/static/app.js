@@ -1,16 +1,17 @@
 // Live updates for the console: events from the journal's stream refresh
 // the live part of the page, and countdowns tick. Everything works without
 // this script too; it only saves the reloads.
-(function () {
+(() => {
   "use strict";
+  function byId(id) { return document.getElementById(id); }
   var body = document.body;
-  var live = document.getElementById("live");
-  var link = document.getElementById("link");
+  var live = byId("live");
+  var link = byId("link");
   var kinds = (body.dataset.kinds || "").split(",").filter(Boolean);
 
   function countdowns() {
     var now = Date.now();
-    document.querySelectorAll("time.countdown").forEach(function (el) {
+    document.querySelectorAll("time.countdown").forEach((el) => {
       var left = Math.round((Date.parse(el.dataset.expires) - now) / 1000);
       if (left <= 0) { el.textContent = "expired"; return; }
       var m = Math.floor(left / 60), s = left % 60;
@@ -28,7 +29,7 @@
   }
   function ages() {
     var now = Date.now() + skew;
-    document.querySelectorAll("[data-read]").forEach(function (el) {
+    document.querySelectorAll("[data-read]").forEach((el) => {
       var age = now - Number(el.dataset.read), limit = Number(el.dataset.stale);
       var a = el.classList.contains("age") ? el : el.querySelector(".age"), mark = el.querySelector(".stale");
       if (a && a.textContent !== ago(age)) { a.textContent = ago(age); }
@@ -54,7 +55,7 @@
   function localTimes(root) {
     if (!window.Intl) { return; }
     var now = new Date();
-    (root || document).querySelectorAll("time.t[datetime]").forEach(function (el) {
+    (root || document).querySelectorAll("time.t[datetime]").forEach((el) => {
       var d = new Date(el.getAttribute("datetime"));
       if (isNaN(d)) { return; }
       var o = Object.assign({}, fmt);
@@ -65,7 +66,7 @@
       el.textContent = d.toLocaleString(undefined, o);
       el.title = d.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" });
     });
-    var zone = document.getElementById("zone");
+    var zone = byId("zone");
     if (zone) {
       zone.textContent = "Times are in your zone, " + Intl.DateTimeFormat().resolvedOptions().timeZone + ".";
     }
@@ -87,10 +88,10 @@
   }
   // A note the gateway sent the person back with is said once: a reload
   // or Back does not say it again.
-  (function () {
+  (() => {
     var q = new URLSearchParams(location.search);
     if (!q.has("note") || !window.history || !history.replaceState) { return; }
-    ["note", "sig", "error", "field"].forEach(function (k) { q.delete(k); });
+    ["note", "sig", "error", "field"].forEach((k) => { q.delete(k); });
     history.replaceState(history.state, "", location.pathname + (q.toString() ? "?" + q : "") + location.hash);
   })();
   // When the session ends (it expires, or the person logs out here or in
@@ -105,7 +106,7 @@
     if (link) { link.textContent = "session ended"; }
     // Back to this page, without the note of a form answered before.
     var q = new URLSearchParams(location.search);
-    ["note", "error", "field"].forEach(function (k) { q.delete(k); });
+    ["note", "error", "field"].forEach((k) => { q.delete(k); });
     var here = location.pathname + (q.toString() ? "?" + q : "");
     var next = "/login?next=" + encodeURIComponent(here);
     var p = document.createElement("p");
@@ -116,23 +117,31 @@
     a.href = next;
     a.textContent = "Log in again";
     p.appendChild(a);
-    var main = document.getElementById("main");
+    var main = byId("main");
     main.insertBefore(p, main.firstChild);
     p.scrollIntoView({ block: "nearest" });
-    setTimeout(function () { location.assign(next); }, 1500);
+    setTimeout(() => { location.assign(next); }, 1500);
   }
   // isLogin reports whether a response is the login (or says to log in).
   function isLogin(r) { return r.status === 401 || (r.redirected && new URL(r.url).pathname === "/login"); }
+  // get asks the gateway for a page's part (or JSON, when json) and
+  // gives it, or null; a session that ended ends the page's.
+  function get(url, json) {
+    return fetch(url, { headers: { "Accept": json ? "application/json" : "text/html" } }).then((r) => {
+      if (isLogin(r)) { sessionEnded(); return null; }
+      return !r.ok ? null : json ? r.json() : r.text();
+    });
+  }
 
   // A form's error goes where the person is: next to the field it is
   // about (or the form's buttons), marked for assistive technology, in
   // view. It is the script's own, and a live update leaves it.
   var errors = 0;
   function clearErrors(f) {
-    f.querySelectorAll("p.field-error[data-client]").forEach(function (p) { p.remove(); });
-    f.querySelectorAll("[aria-invalid]").forEach(function (el) {
+    f.querySelectorAll("p.field-error[data-client]").forEach((p) => { p.remove(); });
+    f.querySelectorAll("[aria-invalid]").forEach((el) => {
       el.removeAttribute("aria-invalid");
-      var ids = (el.getAttribute("aria-describedby") || "").split(" ").filter(function (id) { return id && id.indexOf("form-error-") !== 0; });
+      var ids = (el.getAttribute("aria-describedby") || "").split(" ").filter((id) => { return id && id.indexOf("form-error-") !== 0; });
       if (ids.length) { el.setAttribute("aria-describedby", ids.join(" ")); } else { el.removeAttribute("aria-describedby"); }
     });
   }
@@ -174,13 +183,13 @@
     p.scrollIntoView({ block: "nearest" });
     return p;
   }
-  document.addEventListener("submit", function (e) {
+  document.addEventListener("submit", (e) => {
     var f = e.target;
-    if (!live || !document.getElementById("main").contains(f) || f.method.toLowerCase() !== "post" || !window.fetch) { return; }
+    if (!live || !byId("main").contains(f) || f.method.toLowerCase() !== "post" || !window.fetch) { return; }
     e.preventDefault();
     var data = new FormData(f);
     if (e.submitter && e.submitter.name) { data.append(e.submitter.name, e.submitter.value); }
-    f.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    f.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     // Where the outcome goes if the form goes with the update: an
     // approval's card, answered, to the answered card; anything else to
     // the nearest card or item around it that stays.
@@ -188,8 +197,8 @@
     for (var n = outcomeHost(f).parentNode; n && n !== live && n.id !== "main"; n = n.parentNode) {
       if (/^(ARTICLE|SECTION|LI)$/.test(n.nodeName)) { homes.push(n); }
     }
-    fetch(f.action, { method: "POST", body: new URLSearchParams(data), credentials: "same-origin" })
-      .then(function (r) {
+    fetch(f.action, { method: "POST", body: new URLSearchParams(data) })
+      .then((r) => {
         if (isLogin(r)) { sessionEnded(); return; }
         var q = new URL(r.url).searchParams, note = q.get("note"), failed = q.get("error") === "1" || !r.ok, bad = q.get("bad") === "1", p;
         if (failed) {
@@ -201,20 +210,20 @@
           clearErrors(f);
           p = showOutcome(f, note || "Done.", bad);
         }
-        f.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+        f.querySelectorAll("button").forEach((b) => { b.disabled = false; });
         // The form may go with the update. An answer's outcome goes to
         // the answered card, which takes the focus; an error of a form
         // that went (a card another person answered first) is said at
         // the top, as is anything else that has nowhere to go.
-        refresh().then(function () {
+        refresh().then(() => {
           if (failed) {
             if (!document.contains(f)) { showNote(note, true); }
             return;
           }
           // The update may have moved it.
           if (document.contains(p)) { p.scrollIntoView({ block: "nearest" }); return; }
-          var card = asked && document.getElementById("answered-" + asked.id.slice(9));
-          var home = card || homes.filter(function (n) { return document.contains(n); })[0];
+          var card = asked && byId("answered-" + asked.id.slice(9));
+          var home = card || homes.filter((n) => { return document.contains(n); })[0];
           if (!home) { showNote(p.textContent, bad); return; }
           home.appendChild(p);
           if (card) { card.focus(); }
@@ -223,32 +232,28 @@
         scheduleAlarms();
         scheduleStatus();
       })
-      .catch(function () {
+      .catch(() => {
         showError(f, "", "not sent: the gateway cannot be reached.");
-        f.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+        f.querySelectorAll("button").forEach((b) => { b.disabled = false; });
         refresh();
       });
   });
 
   // The header's alarm counts: unacknowledged and active, not shelved.
-  var badge = document.getElementById("alarms-badge");
+  var badge = byId("alarms-badge");
   var alarmTimer = null;
   function alarmCounts() {
     alarmTimer = null;
     if (!badge || !window.fetch) { return; }
-    fetch("/api/v1/alarms", { credentials: "same-origin", headers: { "Accept": "application/json" } })
-      .then(function (r) {
-        if (isLogin(r)) { sessionEnded(); return null; }
-        return r.ok ? r.json() : null;
-      })
-      .then(function (body) {
+    get("/api/v1/alarms", true)
+      .then((body) => {
         if (!body || !body.counts) { return; }
         var c = body.counts;
-        document.getElementById("alarms-unacked").textContent = c.unacknowledged;
-        document.getElementById("alarms-active").textContent = c.active;
+        byId("alarms-unacked").textContent = c.unacknowledged;
+        byId("alarms-active").textContent = c.active;
         badge.className = "alarms-badge " + (c.unacknowledged > 0 ? "loud" : c.active > 0 ? "warn" : "quiet");
       })
-      .catch(function () {});
+      .catch(() => {});
   }
   function scheduleAlarms() { if (!alarmTimer) { alarmTimer = setTimeout(alarmCounts, 150); } }
 
@@ -258,23 +263,19 @@
   var statusTimer = null;
   function status() {
     statusTimer = null;
-    if (!window.fetch || !document.getElementById("banners")) { return; }
-    fetch("/status?page=" + encodeURIComponent(body.dataset.page || ""), { credentials: "same-origin", headers: { "Accept": "text/html" } })
-      .then(function (r) {
-        if (isLogin(r)) { sessionEnded(); return null; }
-        return r.ok ? r.text() : null;
-      })
-      .then(function (html) {
+    if (!window.fetch || !byId("banners")) { return; }
+    get("/status?page=" + encodeURIComponent(body.dataset.page || ""))
+      .then((html) => {
         if (html === null || ended) { return; }
         var t = document.createElement("template");
         t.innerHTML = html;
         localTimes(t.content);
-        ["banners", "pending-count"].forEach(function (id) {
-          var now = document.getElementById(id), next = t.content.getElementById(id);
+        ["banners", "pending-count"].forEach((id) => {
+          var now = byId(id), next = t.content.getElementById(id);
           if (now && next) { update(now, next, []); }
         });
       })
-      .catch(function () {});
+      .catch(() => {});
   }
   function scheduleStatus() { if (!statusTimer) { statusTimer = setTimeout(status, 150); } }
   setInterval(scheduleStatus, 30000);
@@ -285,18 +286,18 @@
   // kind in its place. What the script added to the page (an error next
   // to a field) is left alone. New cards that ask to be announced are read
   // out, and nothing else: the live part is no aria-live region.
-  var announcer = document.getElementById("announce");
+  var announcer = byId("announce");
   function sameKind(a, b) {
     return a.nodeType === b.nodeType && a.nodeName === b.nodeName && !(a.nodeType === 1 && (a.id || b.id));
   }
   function morph(to, from) {
-    var want = Array.prototype.slice.call(from.childNodes), added = [];
+    var want = Array.from(from.childNodes), added = [];
     var at = to.firstChild;
-    want.forEach(function (n) {
+    want.forEach((n) => {
       while (at && at.nodeType === 1 && at.hasAttribute("data-client")) { at = at.nextSibling; }
       var keep = null;
       if (n.nodeType === 1 && n.id) {
-        var old = document.getElementById(n.id);
+        var old = byId(n.id);
         if (old && old.parentNode === to) { keep = old; }
       } else if (at && sameKind(at, n)) {
         keep = at;
@@ -324,10 +325,10 @@
     // A control keeps what the script marked on it (aria-invalid, say),
     // and a disclosure the person opened stays open.
     var control = /^(INPUT|SELECT|TEXTAREA)$/.test(a.nodeName);
-    Array.prototype.slice.call(a.attributes).forEach(function (at) {
+    Array.from(a.attributes).forEach((at) => {
       if (!b.hasAttribute(at.name) && !control && !(at.name === "open" && a.nodeName === "DETAILS")) { a.removeAttribute(at.name); }
     });
-    Array.prototype.slice.call(b.attributes).forEach(function (at) {
+    Array.from(b.attributes).forEach((at) => {
       if (a.getAttribute(at.name) !== at.value) { a.setAttribute(at.name, at.value); }
     });
     if (a.nodeName !== "TEXTAREA") { Array.prototype.push.apply(added, morph(a, b)); }
@@ -335,10 +336,10 @@
   function announce(nodes) {
     if (!announcer) { return; }
     var said = [];
-    nodes.forEach(function (n) {
+    nodes.forEach((n) => {
       if (n.nodeType !== 1) { return; }
       if (n.hasAttribute("data-announce")) { said.push(n.getAttribute("data-announce")); }
-      n.querySelectorAll("[data-announce]").forEach(function (m) { said.push(m.getAttribute("data-announce")); });
+      n.querySelectorAll("[data-announce]").forEach((m) => { said.push(m.getAttribute("data-announce")); });
     });
     if (said.length) { announcer.textContent = said.join(" "); }
   }
@@ -347,12 +348,8 @@
   function refresh() {
     timer = null;
     var url = location.pathname + location.search + (location.search ? "&" : "?") + "fragment=1";
-    return fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
-      .then(function (r) {
-        if (isLogin(r)) { sessionEnded(); return null; }
-        return r.ok ? r.text() : null;
-      })
-      .then(function (html) {
+    return get(url)
+      .then((html) => {
         if (html === null || !live || ended) { return; }
         var t = document.createElement("template");
         t.innerHTML = html;
@@ -360,7 +357,7 @@
         announce(morph(live, t.content));
         countdowns();
       })
-      .catch(function () {
+      .catch(() => {
         if (link && !ended) { link.textContent = "offline"; }
       });
   }
@@ -394,22 +391,22 @@
   }
   function openStream() {
     es = new EventSource("/api/v1/events/stream" + (lastId ? "?since=" + encodeURIComponent(lastId) : ""));
-    es.onopen = function () { say({ status: "live" }); };
-    es.onerror = function () {
+    es.onopen = () => { say({ status: "live" }); };
+    es.onerror = () => {
       if (ended) { return; }
       // A stream refused (a session gone while the page slept, say) is
       // not tried again by the browser: ask the page why.
       if (es.readyState === EventSource.CLOSED) { say({ status: "offline" }); refresh(); } else { say({ status: "reconnecting" }); }
     };
-    es.addEventListener("session_ended", function () { say({ kind: "session_ended" }); });
-    es.addEventListener("bye", function () { es.close(); say({ kind: "bye" }); });
-    (streamKinds.length ? streamKinds : kinds.concat(["alarm"])).forEach(function (k) {
-      es.addEventListener(k, function (e) { say({ kind: k, id: e.lastEventId }); });
+    es.addEventListener("session_ended", () => { say({ kind: "session_ended" }); });
+    es.addEventListener("bye", () => { es.close(); say({ kind: "bye" }); });
+    (streamKinds.length ? streamKinds : kinds.concat(["alarm"])).forEach((k) => {
+      es.addEventListener(k, (e) => { say({ kind: k, id: e.lastEventId }); });
     });
   }
   var bc = window.BroadcastChannel && navigator.locks ? new BroadcastChannel("shadowgate-stream") : null;
   if (bc) {
-    bc.onmessage = function (e) {
+    bc.onmessage = (e) => {
       var m = e.data || {};
       if (m.hello) {
         if (relay) { bc.postMessage({ status: link.textContent }); }
@@ -417,11 +414,11 @@
       }
       if (!relay) { heard(m); }
     };
-    navigator.locks.request("shadowgate-stream", function () {
+    navigator.locks.request("shadowgate-stream", () => {
       if (ended) { return null; }
       relay = bc;
       openStream();
-      return new Promise(function (r) { release = r; });
+      return new Promise((r) => { release = r; });
     });
     bc.postMessage({ hello: true });
   } else {
@@ -437,6 +434,6 @@
   }
   window.addEventListener("pagehide", leave);
   document.addEventListener("freeze", leave);
-  document.addEventListener("resume", function () { location.reload(); });
-  window.addEventListener("pageshow", function (e) { if (e.persisted) { location.reload(); } });
+  document.addEventListener("resume", () => { location.reload(); });
+  window.addEventListener("pageshow", (e) => { if (e.persisted) { location.reload(); } });
 })();
