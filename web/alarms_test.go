@@ -247,7 +247,7 @@ func TestAlarmsConsole(t *testing.T) {
 	}
 	_, page, _ = op.page("/alarms")
 	if !strings.Contains(page, `<span id="alarms-unacked">0</span> unacknowledged · <span id="alarms-active">1</span> active`) ||
-		!strings.Contains(page, `class="alarms-badge warn"`) || !strings.Contains(page, "by console:olga") || strings.Contains(page, ack) {
+		!strings.Contains(page, `class="alarms-badge warn"`) || !strings.Contains(page, "by olga, in the console") || strings.Contains(page, ack) {
 		t.Fatalf("after the acknowledgement:\n%s", page)
 	}
 

@@ -141,6 +141,12 @@ func (v approvalView) Approvers() string {
 	return andList(ws)
 }
 
+// AckedByPerson names who acknowledged the alarm, for people.
+func (v alarmView) AckedByPerson() string { return personText(v.AckedBy) }
+
+// ShelvedByPerson names who shelved the alarm, for people.
+func (v alarmView) ShelvedByPerson() string { return personText(v.ShelvedBy) }
+
 // DeviceName is what people call a device: its label, or its id when it
 // has none or is not known.
 func (v *statusView) DeviceName(id string) string {
