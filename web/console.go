@@ -160,10 +160,10 @@ func (p *pages) render(c echo.Context, status int, name string, d pageData) erro
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
-// staticFiles are the script and the stylesheet as they are sent: the
-// script without its comment lines and indentation, the stylesheet
-// without its comments and the spaces around its punctuation. The
-// sources keep them for people; a phone on a slow link is not sent them.
+// staticFiles are the script and the stylesheets as they are sent,
+// without their comments, indentation and the spaces around their
+// punctuation. The sources keep them for people; a phone on a slow link
+// is not sent them.
 var staticFiles = sync.OnceValue(func() map[string][]byte {
 	out := map[string][]byte{}
 	_ = fs.WalkDir(assets, "assets/static", func(p string, d fs.DirEntry, err error) error {
@@ -180,9 +180,9 @@ var staticFiles = sync.OnceValue(func() map[string][]byte {
 	return out
 })
 
-// trimAsset drops a script's comment lines and indentation, and
-// minifies a stylesheet. For the script it drops whole lines only, so
-// nothing that is not a comment can be cut.
+// trimAsset drops a script's comment lines, its indentation and the
+// spaces next to its punctuation (tightenJS), and minifies a stylesheet
+// (minifyCSS).
 func trimAsset(ext string, b []byte) []byte {
 	switch ext {
 	case ".css":
@@ -203,8 +203,9 @@ func trimAsset(ext string, b []byte) []byte {
 // next to punctuation, outside strings: "if (a === b) {" becomes
 // "if(a===b){". Spaces between words stay ("var x", "return x"), as do
 // line breaks, on which the script may rely to end a statement. A space
-// between two of + and - stays too ("a - -b"). Our script's regular
-// expressions have no spaces or quotes, so they need no care of their own;
+// stays where dropping it would make another token ("a - -b", "a / /re/").
+// Our script's regular expressions have no spaces or quotes, and its
+// strings no line breaks, so they need no care of their own;
 // TestTightenedScript checks that only spaces are dropped.
 func tightenJS(out, line []byte) []byte {
 	const punct = "{}()[];,=<>!&|?:+-*/%"
@@ -224,8 +225,8 @@ func tightenJS(out, line []byte) []byte {
 			quote = c
 		case c == ' ' && len(out) > 0 && i+1 < len(line):
 			prev, next := out[len(out)-1], line[i+1]
-			sign := strings.IndexByte("+-", prev) >= 0 && strings.IndexByte("+-", next) >= 0
-			if (strings.IndexByte(punct, prev) >= 0 || strings.IndexByte(punct, next) >= 0) && !sign {
+			joins := prev == next && strings.IndexByte("+-/", prev) >= 0 || prev == '/' && next == '*' || prev == '*' && next == '/'
+			if (strings.IndexByte(punct, prev) >= 0 || strings.IndexByte(punct, next) >= 0) && !joins {
 				continue
 			}
 		}
