@@ -80,3 +80,31 @@ func TestReadingAgesTickAndTurnStale(t *testing.T) {
 func jsString(s string) string {
 	return "`" + strings.NewReplacer("`", "\\`", "\\", "\\\\", "${", "\\${").Replace(s) + "`"
 }
+
+// TestInterlockAgesTick: a waiting request's interlock says how old its
+// reading is, and the age counts up with no event to redraw the page, at
+// desk and at phone size. It stayed as the page was drawn.
+func TestInterlockAgesTick(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{})
+			s.expect("POST", "/api/v1/commands", "operator", `{"device":"tank-1","capability":"level"}`, 200, "")
+			id := approvalID.FindStringSubmatch(s.expect("POST", "/api/v1/commands", "operator",
+				`{"device":"valve-1","capability":"open","value":true}`, 202, "pending_approval"))[1]
+			b := newBrowser(t, s.srv.URL)
+			b.do("the viewport", chromedp.EmulateViewport(vp.w, vp.h))
+			b.login("ann", "/approvals")
+			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+			eval[bool](b, `window.kept = true; window.dispatchEvent(new Event("pagehide")); true`)
+			cond := `document.querySelector("#approval-` + id + ` .conditions li")`
+			first := eval[string](b, cond+`.textContent`)
+			if !strings.Contains(first, "s ago") {
+				t.Fatalf("the interlock does not say its reading's age: %q", first)
+			}
+			b.poll("the interlock's age to count up", cond+`.textContent !== `+jsString(first)+` && `+cond+`.textContent.includes("s ago")`)
+			if !eval[bool](b, `window.kept === true`) {
+				t.Error("the page was reloaded")
+			}
+		})
+	}
+}
