@@ -370,7 +370,7 @@ func (h *hook) ID() string { return "shadowgate" }
 
 func (h *hook) Provides(b byte) bool {
 	return bytes.Contains([]byte{mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnSessionEstablished,
-		mochi.OnACLCheck, mochi.OnPublish, mochi.OnPacketSent}, []byte{b})
+		mochi.OnACLCheck, mochi.OnPublish, mochi.OnPacketSent, mochi.OnPacketRead}, []byte{b})
 }
 
 // clientUser is who a connected client is: its user, or the anonymous role.
