@@ -66,6 +66,14 @@ func TestHAFoldSaysWhatBecameOfACommand(t *testing.T) {
 			"pending approval apr-2", ""},
 		{"expired", ev(runtime.KindApprovalExpired, runtime.ClosedBody{Approval: "apr-2", Device: dev, Capability: capName, Status: runtime.ApprovalExpired}),
 			"approval apr-2 expired", ""},
+		// A denial: the approval's answer, then the step's refusal, which
+		// says who denied it and why.
+		{"asked a third time", ev(runtime.KindApprovalRequested, runtime.Approval{ID: "apr-4", Kind: "actuation", Device: dev, Capability: capName, Value: on}),
+			"pending approval apr-4", ""},
+		{"denied", ev(runtime.KindApprovalAnswered, runtime.AnsweredBody{Approval: "apr-4", Device: dev, Capability: capName, Status: runtime.ApprovalDenied}),
+			"denied apr-4", ""},
+		{"refused for the denial", inRun(ev(runtime.KindRefused, runtime.RefusedBody{Device: dev, Capability: capName, Why: "denied by console:ann: too warm"})),
+			"refused: denied by console:ann: too warm", ""},
 		{"a mode change asked", ev(runtime.KindApprovalRequested, runtime.Approval{ID: "apr-3", Kind: "mode_change", Mode: "maintenance"}), "", ""},
 		{"another device", ev(runtime.KindActed, runtime.Receipt{Device: "pump-9", Capability: "on", Value: on, Confirmation: runtime.Confirmed}), "", ""},
 	}
