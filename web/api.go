@@ -426,7 +426,13 @@ func (s *Server) answer(c echo.Context, apID string, b answerBody) (runtime.Appr
 				command.QuoteShort(b.Mode)))
 		}
 	} else {
-		shown, err := value.ParseValue(ap.Value.Type, b.Value, nil)
+		// An enum's answer names the value asked for; which values the
+		// capability takes was judged when it was asked.
+		var allowed []string
+		if ap.Value.Type == value.TypeEnum {
+			allowed = []string{ap.Value.Text}
+		}
+		shown, err := value.ParseValue(ap.Value.Type, b.Value, allowed)
 		if b.Device != ap.Device || b.Capability != ap.Capability || err != nil || !shown.Equal(ap.Value) {
 			return ap, problem(http.StatusConflict, fmt.Sprintf("approval %s is for %s.%s = %s; the answer must name that act (device, capability, value)",
 				ap.ID, ap.Device, ap.Capability, ap.Value))

@@ -57,8 +57,10 @@ type siteOptions struct {
 	// and valve-1; policies are added to valve-1.open's.
 	devices  []string
 	policies map[string]runtime.CapPolicy
-	// labels name devices by id.
+	// labels name devices by id; extra are devices added to the
+	// greenhouse's.
 	labels map[string]string
+	extra  []devices.Device
 }
 
 // tokens by role; each is also the token's name.
@@ -80,7 +82,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 	if ids == nil {
 		ids = []string{"tank-1", "valve-1"}
 	}
-	devs := runtimetest.Greenhouse("gh", ids...)
+	devs := append(runtimetest.Greenhouse("gh", ids...), o.extra...)
 	for i := range devs {
 		devs[i].Label = o.labels[devs[i].ID]
 	}
@@ -142,7 +144,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		_ = j.Close()
 	})
 	st := &site{t: t, srv: srv, web: s, eng: eng, j: j, g: g}
-	st.waitOnline(len(ids))
+	st.waitOnline(len(ids) + len(o.extra))
 	return st
 }
 
@@ -543,4 +545,25 @@ func TestCookieRequestWithoutCSRFSaysHow(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "X-CSRF-Token header") {
 		t.Fatalf("a cookie request without its CSRF token = %d %s, want 403 naming the header", resp.StatusCode, body)
 	}
+}
+
+// TestAnswerAnEnumRequest: an approval of an enum actuator's request is
+// answered through the API naming the value asked for; it was refused as
+// not naming the act (409), since the value was read without its enum.
+func TestAnswerAnEnumRequest(t *testing.T) {
+	vent := devices.Device{ID: "vent-1", Area: "gh", Driver: "sim", Address: "vent", Capabilities: []devices.Capability{{Name: "position",
+		Kind: devices.KindActuator, Type: value.TypeEnum, Enum: []string{"closed", "half", "open"}, ReadBack: true}}}
+	s := newSite(t, siteOptions{extra: []devices.Device{vent}, policies: map[string]runtime.CapPolicy{
+		"vent-1.position": {Effects: &runtime.Declared{Reversible: true, Contained: true}, Confirm: &runtime.Confirm{ReadBack: true, Within: time.Second}}}})
+	b := s.expect("POST", "/api/v1/commands", "operator", `{"device":"vent-1","capability":"position","value":"half","reason":"cool down"}`, 202, "pending_approval")
+	var r struct {
+		Approval struct{ ID string } `json:"approval"`
+	}
+	if err := json.Unmarshal([]byte(b), &r); err != nil || r.Approval.ID == "" {
+		t.Fatalf("no approval in %s (%v)", b, err)
+	}
+	s.expect("POST", "/api/v1/approvals/"+r.Approval.ID, "approver", `{"decision":"approve","device":"vent-1","capability":"position","value":"open"}`,
+		409, "the answer must name that act")
+	s.expect("POST", "/api/v1/approvals/"+r.Approval.ID, "approver", `{"decision":"approve","device":"vent-1","capability":"position","value":"half"}`,
+		200, `"status":"approved"`)
 }
