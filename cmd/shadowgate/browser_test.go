@@ -129,7 +129,7 @@ func TestConsoleApprovalInABrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{target, "mqtt:demo via mqtt", "browser test", "Why it asks", "Expires", "Approve", "Deny"} {
+		for _, want := range []string{target, "demo, over MQTT", "browser test", "Why it asks", "Expires", "Approve", "Deny"} {
 			if !strings.Contains(text, want) {
 				shot("request-" + name)
 				t.Fatalf("the request at %s does not show %q:\n%s", name, want, text)
