@@ -71,6 +71,8 @@ type mosquitto struct {
 	dir  string
 	port int
 	cmd  *exec.Cmd
+	// extra is appended to its configuration (a bridge).
+	extra string
 }
 
 func (m *mosquitto) start() {
@@ -83,7 +85,7 @@ func (m *mosquitto) start() {
 		who = u.Username
 	}
 	body := fmt.Sprintf("user %s\nlistener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\n"+
-		"max_queued_messages 100000\nlog_dest stderr\nlog_type error\n", who, m.port, m.dir)
+		"max_queued_messages 100000\nlog_dest stderr\nlog_type error\n", who, m.port, m.dir) + m.extra
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		m.t.Fatal(err)
 	}
