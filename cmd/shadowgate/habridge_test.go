@@ -71,7 +71,7 @@ func TestHomeAssistantThroughAMosquittoBridge(t *testing.T) {
 		retained       bool
 	}
 	got := make(chan msg, 1024)
-	o := paho.NewClientOptions().AddBroker("tcp://127.0.0.1:"+strconv.Itoa(m.port)).SetClientID("home-assistant").SetOrderMatters(true)
+	o := paho.NewClientOptions().AddBroker("tcp://127.0.0.1:" + strconv.Itoa(m.port)).SetClientID("home-assistant").SetOrderMatters(true)
 	ha := paho.NewClient(o)
 	if tok := ha.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("connecting to mosquitto: %v", tok.Error())
