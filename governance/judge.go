@@ -32,8 +32,9 @@ type Request struct {
 	// Now is the time of judgement.
 	Now time.Time
 	// AtAct asks for the select-before-operate re-check of an approved
-	// step: envelope, interlocks and ceiling only. Rules and the ask line are
-	// not consulted, so an approved step is not asked again.
+	// step: envelope, interlocks, deny rules and ceiling only. Allow rules
+	// and the ask line are not consulted, so an approved step is not asked
+	// again.
 	AtAct bool
 }
 
@@ -80,12 +81,12 @@ func Judge(req *Request, pol *Policy) (v Verdict) {
 			}
 		}
 	}
-	if !req.AtAct {
-		for i := range pol.Rules {
-			r := &pol.Rules[i]
-			if r.Decision == DecideDeny && r.Matches(req.Principal, req.Device, req.Capability, req.Value, req.Now) {
-				return Verdict{Outcome: Refuse, Stage: StageDenyRule, Mode: mode.Name, Rule: r.ID, Why: ruleWhy("deny rule ", r)}
-			}
+	// A deny rule refuses at the act too: one made while a request waited
+	// ("the pump is under repair") stops an approval given after it.
+	for i := range pol.Rules {
+		r := &pol.Rules[i]
+		if r.Decision == DecideDeny && r.Matches(req.Principal, req.Device, req.Capability, req.Value, req.Now) {
+			return Verdict{Outcome: Refuse, Stage: StageDenyRule, Mode: mode.Name, Rule: r.ID, Why: ruleWhy("deny rule ", r)}
 		}
 	}
 	if f := req.Profile.crossed(mode.Ceiling); f != fieldNone {

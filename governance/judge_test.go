@@ -219,6 +219,11 @@ func TestJudge(t *testing.T) {
 			r.AtAct = true
 			return r
 		}, pol: policy(), want: Refuse, stage: StageCeiling},
+		{name: "re-check at the act still refuses by a deny rule", req: func() Request {
+			r := pumpWrite(ModeSupervised)
+			r.AtAct = true
+			return r
+		}, pol: policy(denyRule("d1")), want: Refuse, stage: StageDenyRule, rule: "d1"},
 		{name: "re-check at the act still checks interlocks", req: func() Request {
 			r := pumpWrite(ModeSupervised)
 			r.AtAct = true

@@ -254,3 +254,30 @@ func TestInitialModeEndSurvivesARestart(t *testing.T) {
 		}
 	})
 }
+
+// TestDenyRuleMadeWhileARequestWaitsStopsItsAct: a deny rule that comes
+// into force while a request waits ("valve under repair") refuses the act
+// of an approval given after it, and the foresight says so beforehand.
+func TestDenyRuleMadeWhileARequestWaitsStopsItsAct(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, nil)
+		asked := w.do("mqtt:alice", "c1", "valve-1", "open", on)
+		want(t, asked, runtime.ApprovalRequest, "")
+		repair := governance.Rule{ID: "valve-under-repair", Principal: "mqtt:*", Device: "valve-1", Capability: "open",
+			Decision: governance.DecideDeny, Reason: "valve under repair", MadeBy: "configuration"}
+		if err := w.e.Reconfigure(w.ctx, runtime.Config{Policies: policies(), Rules: []governance.Rule{repair}}); err != nil {
+			t.Fatal(err)
+		}
+		if f, ok := w.e.Foresee(asked.Approval.ID); !ok || !f.Refuse || !strings.Contains(f.Why, "valve-under-repair") {
+			t.Fatalf("Foresee = %+v, %v; want refused by the deny rule", f, ok)
+		}
+		w.answer(asked.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve, Reason: "looks fine"})
+		ev := w.outcome(asked.Run)
+		if ev.Kind != runtime.KindRefused || !strings.Contains(string(ev.Body), "deny rule valve-under-repair") {
+			t.Fatalf("the act after the rule = %s %s, want refused by it", ev.Kind, ev.Body)
+		}
+		if n := w.g.Count("write", "valve-1", "open"); n != 0 {
+			t.Fatalf("driver writes = %d, want none", n)
+		}
+	})
+}

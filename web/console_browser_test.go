@@ -613,11 +613,8 @@ func TestWaitingCardJudgedAgain(t *testing.T) {
 				forbid := governance.Rule{ID: "valve-under-repair", Principal: "*", Device: "valve-1", Capability: "open",
 					Decision: governance.DecideDeny, Reason: "valve under repair"}
 				s.reload(forbid)
-				if f, _ := s.eng.Foresee(id); !f.Refuse {
-					// The act refuses it ("deny rule valve-under-repair"), but the
-					// engine's foresight judges an act as a step, without the deny
-					// rules, and the card can say only what it is told.
-					t.Skip("runtime.Engine.Foresee does not judge deny rules, which refuse the act: the card cannot say so yet")
+				if f, _ := s.eng.Foresee(id); !f.Refuse || !strings.Contains(f.Why, "valve-under-repair") {
+					t.Fatalf("the foresight with a deny rule in force = %+v, want refused by it", f)
 				}
 				refused("the card to say the rule forbids it", "valve-under-repair")
 				b.shot("judged-again-rule-" + vp.name)
