@@ -19,24 +19,8 @@ import (
 // the gateway's own.
 func TestSIGTERMDrivesToSafeBeforeExit(t *testing.T) {
 	bin := shadowgateBinary(t)
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	// The pump runs when the gateway starts, as hardware left on would.
-	worldFile := filepath.Join(state, "world.json")
-	if err := os.WriteFile(worldFile, []byte(`{"state":{"level":60,"temperature":14,"pump":true,"heater":true},"received":{}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(dir, "c.yaml")
-	if err := os.WriteFile(config, []byte(`gateway: {id: stop, state_dir: `+state+`}
-mode: observe
-mqtt: {listen: "127.0.0.1:0"}
-web: {listen: "127.0.0.1:0"}
-drivers:
-  - {name: sim, type: sim, sim: {state_file: world.json}}
-devices:
+	config, worldFile := stopSite(t, `{"state":{"level":60,"temperature":14,"pump":true,"heater":true},"received":{}}`, `devices:
   - id: pump-1
     driver: sim
     address: pump
@@ -47,9 +31,7 @@ devices:
     address: heater
     capabilities:
       - {name: "on", kind: actuator, type: bool, read_back: true, effects: {reversible: true}, safe: false, on_stop: keep}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	g := startGateway(t, bin, config)
 	g.await(t, "the gateway to be ready", has("gateway ready"))
 	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -94,38 +76,21 @@ devices:
 // the pump ON while the gateway is away.
 func TestSIGTERMPublishesTheSafeStateBeforeOffline(t *testing.T) {
 	bin := shadowgateBinary(t)
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(state, "world.json"), []byte(`{"state":{"level":60,"temperature":14,"pump":true},"received":{}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	hash, err := bcrypt.GenerateFromPassword([]byte("hass-password-1"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(dir, "c.yaml")
-	if err := os.WriteFile(config, []byte(`gateway: {id: stop, state_dir: `+state+`}
-mode: observe
-mqtt: {listen: "127.0.0.1:0"}
-web: {listen: "127.0.0.1:0"}
-users:
+	config, _ := stopSite(t, `{"state":{"level":60,"temperature":14,"pump":true},"received":{}}`, `users:
   - {name: hass, role: viewer, password_hash: "`+string(hash)+`"}
 integrations:
   homeassistant: {enabled: true}
-drivers:
-  - {name: sim, type: sim, sim: {state_file: world.json}}
 devices:
   - id: pump-1
     driver: sim
     address: pump
     capabilities:
       - {name: "on", kind: actuator, type: bool, read_back: true, poll: 1s, effects: {reversible: true}, safe: false, confirm: {read_back: true}}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	g := startGateway(t, bin, config)
 	line := g.await(t, "the broker", has(`msg="mqtt broker serving"`))
 	addr := regexp.MustCompile(` tcp=(\S+)`).FindStringSubmatch(line)
@@ -181,4 +146,32 @@ on:
 			t.Fatal("no offline within 30s of SIGTERM")
 		}
 	}
+}
+
+// stopSite writes a state directory whose simulated world starts as
+// world says (hardware left on), and a configuration of the gateway
+// "stop" in observe mode with rest after its listeners (users, devices),
+// and returns the configuration's path and the world's file.
+func stopSite(t *testing.T, world, rest string) (config, worldFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	worldFile = filepath.Join(state, "world.json")
+	if err := os.WriteFile(worldFile, []byte(world), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config = filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(config, []byte(`gateway: {id: stop, state_dir: `+state+`}
+mode: observe
+mqtt: {listen: "127.0.0.1:0"}
+web: {listen: "127.0.0.1:0"}
+drivers:
+  - {name: sim, type: sim, sim: {state_file: world.json}}
+`+rest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config, worldFile
 }
