@@ -164,6 +164,20 @@ func csrfToken(c echo.Context) string {
 	return ""
 }
 
+// formToken is the CSRF token a form repeated on a page (a device card's)
+// carries: none when the page was asked for by a browser that sends
+// Sec-Fetch-Site. Such a browser's form posts are judged by that header
+// (same-origin is let through, cross-site refused), and the token it is
+// given is a placeholder that no check compares. A browser that does not
+// send it is given the session's token, in every form, so that a form
+// works without the script there too.
+func formToken(page string) string {
+	if page == middleware.CSRFUsingSecFetchSite {
+		return ""
+	}
+	return page
+}
+
 func (s *Server) loginPage(c echo.Context) error {
 	if userOf(c) != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))

@@ -40,10 +40,10 @@ type pages struct {
 }
 
 // pageSheets are the stylesheets, besides style.css, that a page loads:
-// what only it (or it and a page like it) draws. Every page would
+// what only it (or it and pages like it) draws. Every page would
 // otherwise load every page's rules.
-var pageSheets = map[string]string{"approvals": "approvals.css", "devices": "devices.css", "device": "devices.css",
-	"runs": "runs.css", "policy": "runs.css", "journal": "journal.css", "alarms": "alarms.css"}
+var pageSheets = map[string][]string{"approvals": {"forms.css", "approvals.css"}, "devices": {"devices.css"}, "device": {"devices.css", "device.css"}, "overview": {"overview.css"},
+	"runs": {"forms.css", "runs.css"}, "policy": {"forms.css", "runs.css"}, "journal": {"forms.css", "journal.css"}, "alarms": {"forms.css", "alarms.css"}}
 
 var pageNames = []string{"login", "error", "overview", "approvals", "devices", "runs", "journal", "policy", "alarms", "device"}
 
@@ -64,9 +64,9 @@ func loadPages() (*pages, error) {
 		"state":    stateText,
 		"sentence": eventSentence,
 		"decision": decisionText,
-		"sheet":    func(page string) string { return pageSheets[page] },
+		"sheets":   func(page string) []string { return pageSheets[page] },
 		"cardArgs": func(c deviceCard, p pageData, back string) cardArgs {
-			return cardArgs{Card: c, User: p.User, CSRF: p.CSRF, Back: back}
+			return cardArgs{Card: c, User: p.User, CSRF: formToken(p.CSRF), Back: back}
 		},
 	}
 	p := &pages{t: map[string]*template.Template{}}
@@ -121,10 +121,9 @@ type pageData struct {
 	// failure that was not the person's doing.
 	ErrorID string
 	Next    string
-	// Kinds are the event kinds that refresh the page's live part;
-	// StreamKinds are those of every page.
-	Kinds       string
-	StreamKinds string
+	// Kinds are the event kinds that refresh the page's live part.
+	// (Those of every page are in the script: see streamKinds.)
+	Kinds string
 	// Alarms are the counts the header shows to a person logged in.
 	Alarms runtime.AlarmCounts
 	// Now is when the page was drawn: the script tells the ages of
@@ -181,8 +180,9 @@ var staticFiles = sync.OnceValue(func() map[string][]byte {
 })
 
 // trimAsset drops a script's comment lines, its indentation and the
-// spaces next to its punctuation (tightenJS), and minifies a stylesheet
-// (minifyCSS).
+// spaces next to its punctuation (tightenJS), and the line breaks after
+// a ";", "{" or "," (after which a line break never ends a statement), and
+// minifies a stylesheet (minifyCSS).
 func trimAsset(ext string, b []byte) []byte {
 	switch ext {
 	case ".css":
@@ -192,6 +192,11 @@ func trimAsset(ext string, b []byte) []byte {
 		for line := range bytes.Lines(b) {
 			if line = bytes.TrimLeft(line, " \t"); !bytes.HasPrefix(line, []byte("//")) && len(bytes.TrimSpace(line)) > 0 {
 				out = tightenJS(out, line)
+				// A line with "//" in it may end in a comment, which
+				// would take in the next line: its break stays.
+				if n := len(out); n >= 2 && out[n-1] == '\n' && bytes.IndexByte([]byte(";{,"), out[n-2]) >= 0 && !bytes.Contains(line, []byte("//")) {
+					out = out[:n-1]
+				}
 			}
 		}
 		return out
@@ -309,7 +314,9 @@ var pageKinds = map[string]string{
 }
 
 // streamKinds are the kinds any page needs: the tab that holds the
-// browser's one event stream passes these on to the others.
+// browser's one event stream passes these on to the others. They are the
+// same on every page, so the script has them (its streamKinds), not each
+// page; TestScriptKnowsStreamKinds keeps the two the same.
 var streamKinds = func() string {
 	var all []string
 	for _, ks := range pageKinds {
@@ -325,7 +332,7 @@ var streamKinds = func() string {
 
 func (s *Server) page(c echo.Context, name, title string, data any) error {
 	return s.pages.render(c, http.StatusOK, name, pageData{Title: title, User: userOf(c), Kinds: pageKinds[name],
-		StreamKinds: streamKinds, Alarms: s.alarmCounts(), Now: s.opts.Now(), Status: s.status(c.Request().Context(), name), Data: data})
+		Alarms: s.alarmCounts(), Now: s.opts.Now(), Status: s.status(c.Request().Context(), name), Data: data})
 }
 
 // The tones of a note: what the page makes of it.
@@ -611,7 +618,7 @@ func timeElement(t time.Time) template.HTML {
 	if t.IsZero() {
 		return "never"
 	}
-	return template.HTML(`<time class="t" datetime="` + t.UTC().Format(time.RFC3339) + `">` +
+	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` +
 		template.HTMLEscapeString(t.Local().Format("2006-01-02 15:04:05 MST")) + `</time>`)
 }
 

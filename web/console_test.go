@@ -1,6 +1,10 @@
 package web
 
-import "testing"
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
 
 func TestFieldOf(t *testing.T) {
 	for _, tc := range []struct{ msg, want string }{
@@ -13,5 +17,19 @@ func TestFieldOf(t *testing.T) {
 		if got := fieldOf(tc.msg); got != tc.want {
 			t.Errorf("fieldOf(%q) = %q, want %q", tc.msg, got, tc.want)
 		}
+	}
+}
+
+// TestScriptKnowsStreamKinds: the script listens on the browser's one
+// event stream for the kinds of every page (pageKinds), which it keeps
+// rather than each page sending them; the two lists are the same.
+func TestScriptKnowsStreamKinds(t *testing.T) {
+	m := regexp.MustCompile(`var streamKinds ?= ?\[([^\]]*)\];`).FindSubmatch(staticFiles()["/app.js"])
+	if m == nil {
+		t.Fatal("the script as sent has no streamKinds")
+	}
+	got := strings.ReplaceAll(strings.ReplaceAll(string(m[1]), `"`, ""), " ", "")
+	if got != streamKinds {
+		t.Errorf("the script listens for %s, want the kinds of every page, %s", got, streamKinds)
 	}
 }

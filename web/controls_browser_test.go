@@ -88,14 +88,14 @@ func TestNumberAndEnumControls(t *testing.T) {
 			}
 
 			// Outside the envelope: the browser refuses it, and nothing is sent.
-			b.do("typing 35 °C", chromedp.SetValue(chromedp.CSS(input), "35"), chromedp.Click(chromedp.CSS(`#device-thermostat-1 form.control button[type="submit"]`)))
+			b.do("typing 35 °C", chromedp.SetValue(chromedp.CSS(input), "35"), chromedp.Click(chromedp.CSS(`#device-thermostat-1 form.control .set button`)))
 			if !eval[bool](b, `(() => { const i = document.querySelector('`+input+`'); return i.validity.rangeOverflow && i.validationMessage !== ""; })()`) {
 				t.Error("the stepper took 35 °C, above the envelope's 28")
 			}
 			// A client that does not check is refused by the gateway, the
 			// error next to the field.
 			eval[bool](b, `document.querySelector('`+input+`').form.noValidate = true`)
-			b.do("sending 35 °C unchecked", chromedp.Click(chromedp.CSS(`#device-thermostat-1 form.control button[type="submit"]`)))
+			b.do("sending 35 °C unchecked", chromedp.Click(chromedp.CSS(`#device-thermostat-1 form.control .set button`)))
 			b.poll("the error next to the field", `(() => { const i = document.querySelector('`+input+`'), p = i && i.nextElementSibling;
 				return !!p && p.matches("p.field-error[role=alert]") && p.textContent.includes("above the maximum 28") &&
 					i.getAttribute("aria-invalid") === "true" && (i.getAttribute("aria-describedby") || "").includes(p.id); })()`)
@@ -110,7 +110,7 @@ func TestNumberAndEnumControls(t *testing.T) {
 
 			// In the envelope: it waits for approval, then acts.
 			eval[bool](b, `!(document.querySelector('`+input+`').form.noValidate = false)`)
-			b.do("setting 22.5 °C", chromedp.SetValue(chromedp.CSS(input), "22.5"), chromedp.Click(chromedp.CSS(`#device-thermostat-1 form.control button[type="submit"]`)))
+			b.do("setting 22.5 °C", chromedp.SetValue(chromedp.CSS(input), "22.5"), chromedp.Click(chromedp.CSS(`#device-thermostat-1 form.control .set button`)))
 			b.poll("the request in place", thermo+`.querySelector("p.outcome") !== null && `+thermo+`.querySelector("p.outcome").textContent.includes("thermostat-1.setpoint → 22.5 °C: waiting for approval")`)
 			b.poll("the request marker", thermo+`.textContent.includes("1 request waiting")`)
 			id := approvalID.FindStringSubmatch(s.expect("GET", "/api/v1/approvals", "viewer", "", 200, "thermostat-1"))[1]
@@ -119,7 +119,7 @@ func TestNumberAndEnumControls(t *testing.T) {
 				document.querySelector('`+input+`').value === "22.5"`)
 
 			// The vent: a select, the same way.
-			b.do("opening the vent", chromedp.SetValue(chromedp.CSS(sel), "open"), chromedp.Click(chromedp.CSS(`#device-vent-1 form.control button[type="submit"]`)))
+			b.do("opening the vent", chromedp.SetValue(chromedp.CSS(sel), "open"), chromedp.Click(chromedp.CSS(`#device-vent-1 form.control .set button`)))
 			b.poll("the vent's request in place", vent+`.querySelector("p.outcome") !== null && `+vent+`.querySelector("p.outcome").textContent.includes("vent-1.position → open: waiting for approval")`)
 			id = approvalID.FindStringSubmatch(s.expect("GET", "/api/v1/approvals", "viewer", "", 200, "vent-1"))[1]
 			s.expect("POST", "/api/v1/approvals/"+id, "approver", `{"decision":"approve","device":"vent-1","capability":"position","value":"open"}`, 200, "approved")

@@ -31,7 +31,7 @@ func TestDeviceCardsInWordsWithControls(t *testing.T) {
 			b.poll("the live link", `document.getElementById("link").textContent === "live"`)
 			tank, valve := `document.getElementById("device-tank-1")`, `document.getElementById("device-valve-1")`
 			text := eval[string](b, tank+`.textContent`)
-			for _, want := range []string{"level", "47", "read", "3 readings from ", ": min 12.5, max 47"} {
+			for _, want := range []string{"level", "47", "read", "3 readings since ", ": min 12.5, max 47"} {
 				if !strings.Contains(text, want) {
 					t.Errorf("the tank's card does not say %q:\n%s", want, text)
 				}
@@ -66,7 +66,7 @@ func TestDeviceCardsInWordsWithControls(t *testing.T) {
 			if h := eval[float64](b, `document.querySelector("#device-tank-1 .spark svg").getBoundingClientRect().height`); h < 120 {
 				t.Errorf("the device page's chart is %v px high", h)
 			}
-			if text := eval[string](b, `document.getElementById("main").textContent`); !strings.Contains(text, "readings from ") || !strings.Contains(text, ": min 12.5, max 61") {
+			if text := eval[string](b, `document.getElementById("main").textContent`); !strings.Contains(text, "readings since ") || !strings.Contains(text, ": min 12.5, max 61") {
 				t.Errorf("the tank's page does not chart its readings from 12.5 to 61:\n%s", text)
 			}
 			// It follows the journal like every page.
@@ -132,7 +132,7 @@ func TestTimesInTheBrowsersZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.login("vera", "/runs")
-	first := `document.querySelector("time.t")`
+	first := `document.querySelector("time[datetime]")`
 	b.poll("a time", first+` !== null`)
 	at, err := time.Parse(time.RFC3339, eval[string](b, first+`.getAttribute("datetime")`))
 	if err != nil {

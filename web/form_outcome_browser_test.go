@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -226,5 +227,63 @@ func TestBadOutcomeWithoutScript(t *testing.T) {
 		if _, page, _ := b.page(loc.Path + "?" + q.Encode()); tc.flag != "" && strings.Contains(page, "refused — mode observe") {
 			t.Errorf("%s: a bad note shown without its flag", tc.name)
 		}
+	}
+}
+
+var (
+	valveForm = regexp.MustCompile(`(?s)<form method="post" action="(/commands\?device=valve-1&amp;capability=open)" class="control">(.*?)</form>`)
+	formCSRF  = regexp.MustCompile(`<input type="hidden" name="_csrf" value="([^"]+)">`)
+)
+
+// TestCardFormWithoutScriptOrFetchMetadata: a browser that sends no
+// Sec-Fetch-Site (this client) is given the session's CSRF token in every
+// card's form, and the form, posted as a browser without the script
+// posts it (its action, its fields, the button tapped), commands.
+func TestCardFormWithoutScriptOrFetchMetadata(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "observe"})
+	b := s.browser()
+	b.login("olga", "password-1")
+	_, page, tok := b.page("/devices")
+	m := valveForm.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the Devices page has no form for the valve's switch:\n%s", page)
+	}
+	field := formCSRF.FindStringSubmatch(m[2])
+	if field == nil || field[1] != tok {
+		t.Fatalf("the valve's form carries the token %v, want the page's %q:\n%s", field, tok, m[2])
+	}
+	action := strings.ReplaceAll(m[1], "&amp;", "&")
+	resp, err := b.c.PostForm(s.srv.URL+action, url.Values{"_csrf": {field[1]}, "value": {"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if _, page, _ := b.page(loc.RequestURI()); loc.Path != "/devices" || !strings.Contains(page, "✗ valve-1.open → ON: refused — mode observe does not permit it") {
+		t.Errorf("the valve's form = %d to %s, which does not say it was refused", resp.StatusCode, loc)
+	}
+}
+
+// TestCardFormWithoutScript: with the script off, Chromium (which sends
+// Sec-Fetch-Site, so a card's form carries no CSRF token) commands from a
+// device card, and the page it is sent back to says what came of it.
+func TestCardFormWithoutScript(t *testing.T) {
+	s := newSite(t, siteOptions{mode: "observe"})
+	b := newBrowser(t, s.srv.URL)
+	b.login("olga", "/devices")
+	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.do("the Devices page without the script", chromedp.Navigate(b.base+"/devices"), chromedp.WaitVisible(chromedp.ID("device-valve-1")))
+	if n := eval[int](b, `document.querySelectorAll("#device-valve-1 form.control input[name=_csrf]").length`); n != 0 {
+		t.Errorf("Chromium is sent %d CSRF tokens in the valve's form, want none", n)
+	}
+	b.do("switching the valve on", chromedp.Click(chromedp.CSS(`#device-valve-1 .switch button[value="true"]`)), chromedp.WaitVisible(chromedp.CSS("main > p.note")))
+	// The script takes the note out of the address: here it stays.
+	if q := eval[string](b, `location.search`); !strings.Contains(q, "note=") {
+		t.Errorf("the page came back at ?%s: the script ran", q)
+	}
+	if text := eval[string](b, `document.querySelector("main > p.note").textContent`); !strings.Contains(text, "valve-1.open → ON: refused — mode observe does not permit it") {
+		t.Errorf("the page sent back says %q, not that the valve was refused", text)
 	}
 }

@@ -152,8 +152,9 @@ const minSpan = time.Minute
 // a gateway started minutes ago draws its minutes across the whole box,
 // not in a sliver at the right of an hour. Each column of the box keeps
 // the lowest and the highest reading that falls in it, so that a spike
-// is drawn however many readings share a column. The SVG says in words
-// what it draws: label, its times and its range.
+// is drawn however many readings share a column. The SVG is named by
+// label; the chart's From, To, Points, Min and Max are for the words
+// beside it.
 func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
 	// Readings heard late are journaled late with their own time: the
 	// line is drawn in the order of their times, within the window.
@@ -183,12 +184,13 @@ func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
 	x := func(t time.Time) int {
 		return int(float64(w-1) * float64(t.Sub(from)) / float64(to.Sub(from)))
 	}
+	// A sparkline is drawn on every sensor's card: its markup is kept
+	// short. Its title names it (an image's accessible name); its times
+	// and range are said in words by the card beside it, and the line is
+	// styled by devices.css.
 	var b strings.Builder
-	desc := fmt.Sprintf("%d reading%s from %s to %s, from %s to %s", c.Points, plural(c.Points),
-		sentenceTime(from), sentenceTime(to), strconv.FormatFloat(c.Min, 'f', -1, 64), strconv.FormatFloat(c.Max, 'f', -1, 64))
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" preserveAspectRatio="none" role="img" aria-label="%s"><title>%[3]s</title><desc>%s</desc>`,
-		w, h, template.HTMLEscapeString(label), template.HTMLEscapeString(desc))
-	b.WriteString(`<polyline fill="none" stroke="currentColor" stroke-width="1.5" vector-effect="non-scaling-stroke" points="`)
+	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" preserveAspectRatio="none" role="img"><title>%s</title><polyline points="`,
+		w, h, template.HTMLEscapeString(label))
 	col, lo, hi, first := -1, 0.0, 0.0, true
 	flush := func() {
 		if col < 0 {
@@ -221,12 +223,4 @@ func drawChart(pts []point, from, to time.Time, w, h int, label string) chart {
 	b.WriteString(`"/></svg>`)
 	c.SVG = template.HTML(b.String())
 	return c
-}
-
-// plural is "s" unless n is 1.
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

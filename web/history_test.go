@@ -116,7 +116,7 @@ func TestChartKeepsSpikes(t *testing.T) {
 	if !regexp.MustCompile(`,2( |$)`).MatchString(m[1]) {
 		t.Errorf("the spike is not drawn at the top: %s", m[1])
 	}
-	if !strings.Contains(string(c.SVG), `aria-label="level of &#34;tank&#34; &lt;1&gt;"`) {
+	if !strings.Contains(string(c.SVG), `<title>level of &#34;tank&#34; &lt;1&gt;</title>`) {
 		t.Errorf("the label is not escaped: %s", c.SVG)
 	}
 	if c := drawChart(nil, t0, t0.Add(time.Hour), 120, 28, "x"); c.SVG != "" {
@@ -209,10 +209,11 @@ func TestChartSpansItsReadings(t *testing.T) {
 	if !c.From.Equal(pts[0].At) || !c.To.Equal(now) {
 		t.Errorf("the chart spans %v to %v, want %v to %v", c.From, c.To, pts[0].At, now)
 	}
-	for _, want := range []string{"<title>level of tank-1 over the last 1h</title>", "<desc>5 readings from ", ", from 10 to 14</desc>"} {
-		if !strings.Contains(string(c.SVG), want) {
-			t.Errorf("the chart does not say %q: %s", want, c.SVG)
-		}
+	if want := `role="img"><title>level of tank-1 over the last 1h</title>`; !strings.Contains(string(c.SVG), want) {
+		t.Errorf("the chart is not named %q: %s", want, c.SVG)
+	}
+	if c.Points != 5 || c.Min != 10 || c.Max != 14 {
+		t.Errorf("the chart says %d readings from %v to %v, want 5 from 10 to 14", c.Points, c.Min, c.Max)
 	}
 	// A lone reading a second old: a level over the last minute.
 	one := drawChart([]point{{now.Add(-time.Second), 3}}, t0, now, 120, 28, "x")

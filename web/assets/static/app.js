@@ -50,12 +50,12 @@
 
   // Times are written by the gateway with their date and zone; here they
   // are shown in the browser's zone, the date only when it is not today,
-  // and the full moment on hover.
+  // and the full moment on hover. (A countdown says how long is left.)
   var fmt = { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" };
   function localTimes(root) {
     if (!window.Intl) { return; }
     var now = new Date();
-    (root || document).querySelectorAll("time.t[datetime]").forEach((el) => {
+    (root || document).querySelectorAll("time[datetime]:not(.countdown)").forEach((el) => {
       var d = new Date(el.getAttribute("datetime"));
       if (isNaN(d)) { return; }
       var o = Object.assign({}, fmt);
@@ -370,7 +370,9 @@
   // kept open, would leave a seventh tab waiting. Without locks or
   // broadcast channels, each tab has its own.
   var lastId = "", relay = null, release = null;
-  var streamKinds = (body.dataset.streamKinds || "").split(",").filter(Boolean);
+  // The kinds any page needs, the same on every page (the gateway's
+  // streamKinds; a test keeps them so).
+  var streamKinds = ["acted", "alarm", "approval_answered", "approval_expired", "approval_requested", "config_changed", "device_offline", "device_online", "ended", "failed", "link", "mode_changed", "observed", "reconciled", "recovered", "refused", "rule_added", "rule_revoked", "safe_drive", "started"];
   function heard(m) {
     if (m.id) { lastId = m.id; }
     if (m.kind === "session_ended") { sessionEnded(); return; }
@@ -400,7 +402,7 @@
     };
     es.addEventListener("session_ended", () => { say({ kind: "session_ended" }); });
     es.addEventListener("bye", () => { es.close(); say({ kind: "bye" }); });
-    (streamKinds.length ? streamKinds : kinds.concat(["alarm"])).forEach((k) => {
+    streamKinds.forEach((k) => {
       es.addEventListener(k, (e) => { say({ kind: k, id: e.lastEventId }); });
     });
   }
