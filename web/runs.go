@@ -93,9 +93,6 @@ type runApproval struct {
 	ID string
 	// Status says where it stands, in words.
 	Status string
-	// Anchor is the id of its card on the Approvals page, or "" when the
-	// page no longer shows it.
-	Anchor string
 	// Href is where a person finds it, always: its card on the Approvals
 	// page while it waits, and once answered the journal of its run (its
 	// request, its answer and what came of the act), which stays when
@@ -202,9 +199,7 @@ func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans [
 	for _, a := range s.eng.Approvals() {
 		byRun[a.Run] = append(byRun[a.Run], a)
 	}
-	onPage := map[string]bool{}
-	for i, a := range s.eng.RecentApprovals(1000) {
-		onPage[a.ID] = i < approvalsAnswered
+	for _, a := range s.eng.RecentApprovals(1000) {
 		byRun[a.Run] = append(byRun[a.Run], a)
 	}
 	out := make([]runView, 0, len(runs))
@@ -239,12 +234,8 @@ func (s *Server) runViews(ctx context.Context, runs []runtime.RunRecord, plans [
 			}
 			ra := runApproval{ID: a.ID, Status: approvalWords(a.Status)}
 			if a.Status == runtime.ApprovalPending {
-				ra.Anchor = "approval-" + a.ID
-				ra.Href = "/approvals#" + ra.Anchor
+				ra.Href = "/approvals#approval-" + a.ID
 			} else {
-				if onPage[a.ID] {
-					ra.Anchor = "answered-" + a.ID
-				}
 				ra.Href = "/journal?" + url.Values{"run": {a.Run}}.Encode()
 			}
 			v.Approvals = append(v.Approvals, ra)

@@ -124,7 +124,7 @@ func TestRunsPageSaysWhatEachRunDid(t *testing.T) {
 			"wrong tank"}, false},
 		{"running", []string{`<span class="run-state">Running</span>`, "by olga from the console", "none given", "running for ",
 			`href="/journal?run=` + ids["running"] + `"`}, true},
-		{"approved", []string{"Completed", "“drain”", `<a href="/approvals#answered-` + ids["approved approval"] + `">Approval ` +
+		{"approved", []string{"Completed", "“drain”", `<a href="/journal?run=` + ids["approved"] + `">Approval ` +
 			ids["approved approval"] + `</a>: approved`, "1 of 1 step, 1 act"}, false},
 		{"parked", []string{`<span class="run-state warn">Waiting for an approval</span>`, "open for ", "0 of 1 step, 0 acts",
 			`<a href="/approvals#approval-` + ids["parked approval"] + `">Approval ` + ids["parked approval"] + `</a>: waiting for an answer`}, true},
@@ -397,4 +397,63 @@ func TestRunWithAContradictedActIsNoSuccess(t *testing.T) {
 	if !strings.Contains(card, "tone-bad") || !strings.Contains(card, "an act was contradicted (wrong_final)") || strings.Contains(card, "tone-good") {
 		t.Errorf("the run of a contradicted act:\n%s", card)
 	}
+}
+
+// runApprovalLink is an approval's link on a run's card.
+var runApprovalLink = regexp.MustCompile(`<a href="([^"]+)">Approval (apr-[0-9a-f]+)</a>`)
+
+// TestRunLinksToItsApprovalsThatExist: every approval on a run's card
+// links to a page that shows it: a waiting one to its card on the
+// Approvals page, and an answered one, once "Recently answered" there
+// has moved on (its card gone, so a link to it would lead nowhere), to
+// its run's journal, with its answer. A link with a fragment names an
+// element of its page.
+func TestRunLinksToItsApprovalsThatExist(t *testing.T) {
+	s, ids := runsSite(t, siteOptions{})
+	b := s.browser()
+	if code := b.login("vera", "password-1"); code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	resolves := func(list, run, approval, says string) {
+		t.Helper()
+		_, runs, _ := b.page(list)
+		var href string
+		for _, m := range runApprovalLink.FindAllStringSubmatch(runCard(t, runs, ids[run]), -1) {
+			if m[2] == ids[approval] {
+				href = strings.ReplaceAll(m[1], "&amp;", "&")
+			}
+		}
+		if href == "" {
+			t.Errorf("the card of the %s run has no link to approval %s", run, ids[approval])
+			return
+		}
+		path, frag, _ := strings.Cut(href, "#")
+		code, target, _ := b.page(path)
+		if code != http.StatusOK {
+			t.Errorf("approval %s links to %s, which is %d", ids[approval], href, code)
+			return
+		}
+		if frag != "" && !strings.Contains(target, `id="`+frag+`"`) {
+			t.Errorf("approval %s links to %s, which has no element #%s", ids[approval], href, frag)
+		}
+		if !strings.Contains(target, ids[approval]) || !strings.Contains(target, says) {
+			t.Errorf("approval %s links to %s, which does not show it (%q)", ids[approval], href, says)
+		}
+	}
+	resolves("/runs", "parked", "parked approval", "waiting")
+	// The parked request is denied, and as many after it as "Recently
+	// answered" shows: the approved one has left the Approvals page.
+	deny := func(id string) {
+		t.Helper()
+		s.expect("POST", "/api/v1/approvals/"+id, "approver", `{"decision":"deny","device":"valve-1","capability":"open","value":true,"reason":"not now"}`, 200, `"status":"denied"`)
+	}
+	deny(ids["parked approval"])
+	for i := range approvalsAnswered {
+		b := s.expect("POST", "/api/v1/commands", "operator", `{"device":"valve-1","capability":"open","value":true,"reason":"later `+strconv.Itoa(i)+`"}`, 202, "pending_approval")
+		deny(approvalID.FindStringSubmatch(b)[1])
+	}
+	if _, page, _ := b.page("/approvals"); strings.Contains(page, ids["approved approval"]) {
+		t.Fatalf("the Approvals page still shows approval %s, after %d answered since", ids["approved approval"], approvalsAnswered+1)
+	}
+	resolves("/runs?status=completed", "approved", "approved approval", "approved valve-1.open")
 }
