@@ -23,6 +23,9 @@ type statusView struct {
 	// ModeSays says what the mode means for the people at the plant,
 	// when it is not the everyday supervised one.
 	ModeSays string
+	// ModeBy says who put the mode in force, in words (modeByWords):
+	// "adam, in the console", not "console:adam".
+	ModeBy string
 	// Witness says why the journal cannot witness, if it cannot.
 	Witness string
 	// srv answers the wording methods (words.go) that need the
@@ -32,6 +35,7 @@ type statusView struct {
 
 func (s *Server) status(ctx context.Context, page string) *statusView {
 	v := &statusView{Page: page, Pending: len(s.eng.Approvals()), Mode: s.eng.Mode(ctx), srv: s}
+	v.ModeBy = modeByWords(v.Mode.By)
 	for _, m := range s.eng.Modes() {
 		if m.Name != v.Mode.Name {
 			continue

@@ -63,6 +63,50 @@ func TestStatusOnEveryPage(t *testing.T) {
 	}
 }
 
+// TestModeBannerNamesWhoSetIt: the banner of a mode that asks nobody
+// names who set it as a person reads it ("admin, through the API"), not
+// by its principal ("api:admin").
+func TestModeBannerNamesWhoSetIt(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, mode, want string
+		set                    func(t *testing.T, s *site)
+	}{
+		{"configuration", "maintenance", "maintenance", "; set by the configuration, at start. ", func(*testing.T, *site) {}},
+		{"api", "supervised", "maintenance", "; set by admin, through the API. ", func(_ *testing.T, s *site) {
+			b := s.expect("POST", "/api/v1/mode", "operator", `{"mode":"maintenance","reason":"pump swap"}`, 202, "")
+			s.expect("POST", "/api/v1/approvals/"+approvalID.FindStringSubmatch(b)[1], "admin", `{"decision":"approve","mode":"maintenance"}`, 200, `"status":"approved"`)
+		}},
+		{"console", "maintenance", "observe", "; set by adam, in the console. ", func(t *testing.T, s *site) {
+			adam := s.browser()
+			adam.login("adam", "password-1")
+			_, _, tok := adam.page("/policy")
+			resp, err := adam.c.PostForm(s.srv.URL+"/mode", url.Values{"_csrf": {tok}, "mode": {"observe"}, "reason": {"a fitter on site"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSite(t, siteOptions{mode: tc.from})
+			tc.set(t, s)
+			b := s.browser()
+			if code := b.login("vera", "password-1"); code != http.StatusSeeOther {
+				t.Fatalf("login = %d", code)
+			}
+			for _, p := range []string{"/devices", "/status?page=devices"} {
+				_, page, _ := b.page(p)
+				if !strings.Contains(page, "Mode "+tc.mode+":</strong>") || !strings.Contains(page, tc.want) {
+					t.Errorf("%s: the mode's banner does not say %q:\n%s", p, tc.want, page)
+				}
+				if strings.Contains(page, "set by api:") || strings.Contains(page, "set by console:") {
+					t.Errorf("%s: the mode's banner names who set it by their principal:\n%s", p, page)
+				}
+			}
+		})
+	}
+}
+
 // TestOverviewRefusalsInSentences: the Overview's recent refusals say
 // what was refused and why, not the journal's JSON.
 func TestOverviewRefusalsInSentences(t *testing.T) {
