@@ -283,9 +283,10 @@
   // A refresh changes only what changed: nodes that match are kept, so a
   // choice made, a reason typed and the focus survive it. A node with an
   // id matches the node with that id; any other matches the node of its
-  // kind in its place. What the script added to the page (an error next
-  // to a field) is left alone. New cards that ask to be announced are read
-  // out, and nothing else: the live part is no aria-live region.
+  // kind in its place, or the next one of its kind. What the script added
+  // to the page (an error next to a field) is left alone. New cards that
+  // ask to be announced are read out, and nothing else: the live part is
+  // no aria-live region.
   var announcer = byId("announce");
   function sameKind(a, b) {
     return a.nodeType === b.nodeType && a.nodeName === b.nodeName && !(a.nodeType === 1 && (a.id || b.id));
@@ -299,8 +300,13 @@
       if (n.nodeType === 1 && n.id) {
         var old = byId(n.id);
         if (old && old.parentNode === to) { keep = old; }
-      } else if (at && sameKind(at, n)) {
-        keep = at;
+      } else {
+        // The node of its kind in its place, or else the next of its
+        // kind: a line that went before it (a request answered) does not
+        // cost a form below it what a person chose in it.
+        for (var m = at; m && !keep; m = m.nextSibling) {
+          if (!(m.nodeType === 1 && m.hasAttribute("data-client")) && sameKind(m, n)) { keep = m; }
+        }
       }
       if (keep) {
         if (keep !== at) { to.insertBefore(keep, at); } else { at = at.nextSibling; }
