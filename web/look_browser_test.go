@@ -1,11 +1,17 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/value"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -100,7 +106,22 @@ func screenshotDir(t *testing.T) string {
 // approvals-phone-light.png as docs/console-approvals-phone.png and
 // devices-desk-light.png as docs/console-devices-desk.png.
 func TestConsoleLook(t *testing.T) {
-	s := newSite(t, siteOptions{mode: "interlocked"})
+	// The tank's last hour, as a gateway that has run a while has it in
+	// its journal: drawn down twice by the pump, refilling between.
+	lastHour := func(j *journal.DB) {
+		now := time.Now()
+		for i := range 72 {
+			at := now.Add(time.Duration(i-72) * 50 * time.Second)
+			level := 60 - 9*math.Max(0, math.Sin(float64(i)/72*4*math.Pi))
+			body, _ := json.Marshal(runtime.ObservedBody{Device: "tank-1", Capability: "level", Value: value.Number(math.Round(level*10) / 10),
+				Quality: "good", At: at, Principal: "gateway:poll"})
+			if _, err := j.Commit(context.Background(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindObserved, Device: "tank-1", Body: body},
+				Durability: runtime.Sync}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := newSite(t, siteOptions{mode: "interlocked", labels: map[string]string{"tank-1": "Tank 1", "valve-1": "Main valve"}, prepare: lastHour})
 	s.g.SetFault("valve-1", sim.Fault{Stuck: true})
 	s.raise(1)
 	// Requests waiting: a command (its card has the any-value checkbox)
