@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -123,7 +124,9 @@ func startGateway(t *testing.T, bin, config string) *gatewayProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	g := &gatewayProc{cmd: cmd, lines: make(chan string, 1024)}
+	// A debug log is long: a test that awaits no line for a while must
+	// not stall the gateway on a full pipe (see tail).
+	g := &gatewayProc{cmd: cmd, lines: make(chan string, 1<<16)}
 	go func() {
 		defer close(g.lines)
 		sc := bufio.NewScanner(stderr)
@@ -167,6 +170,51 @@ func (g *gatewayProc) awaitEver(t *testing.T, what string, match func(string) bo
 		}
 	}
 	return g.await(t, what, match)
+}
+
+// logTail keeps reading a gateway's log, so that a test that stops
+// awaiting lines never stalls the gateway on a full pipe (its logger
+// blocks then, and with it what logs), and can still look at them.
+type logTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// tail reads the rest of g's log in the background, after what await
+// already read.
+func (g *gatewayProc) tail() *logTail {
+	lt := &logTail{lines: slices.Clone(g.all)}
+	go func() { // ends when the gateway's stderr closes
+		for l := range g.lines {
+			lt.mu.Lock()
+			lt.lines = append(lt.lines, l)
+			lt.mu.Unlock()
+		}
+	}()
+	return lt
+}
+
+// String is the log read so far.
+func (lt *logTail) String() string {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	return strings.Join(lt.lines, "\n")
+}
+
+// await waits up to 30s for a line that match accepts.
+func (lt *logTail) await(t *testing.T, what string, match func(string) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		lt.mu.Lock()
+		found := slices.ContainsFunc(lt.lines, match)
+		lt.mu.Unlock()
+		if found {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; the log:\n%s", what, lt)
+		}
+	}
 }
 
 func has(subs ...string) func(string) bool {

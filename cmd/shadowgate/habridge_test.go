@@ -59,6 +59,7 @@ func TestHomeAssistantThroughAMosquittoBridge(t *testing.T) {
 	if console == nil {
 		t.Fatalf("no console address in %q", ready)
 	}
+	log := g.tail()
 
 	bridge := strings.Replace(readmeBridge(t), "address greenhouse.local:1883", "address 127.0.0.1:"+strconv.Itoa(gwPort), 1)
 	mdir := t.TempDir()
@@ -155,7 +156,7 @@ func TestHomeAssistantThroughAMosquittoBridge(t *testing.T) {
 	if tok := ha.Publish("homeassistant/status", 1, false, "online"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("publishing the birth: %v", tok.Error())
 	}
-	g.await(t, "the gateway to hear the birth", has("home assistant is online"))
+	log.await(t, "the gateway to hear the birth", has("home assistant is online"))
 	fresh := 0
 	for window := time.After(3 * time.Second); ; {
 		select {
