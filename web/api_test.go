@@ -71,7 +71,9 @@ var closed = value.Bool(false)
 
 func newSite(t testing.TB, o siteOptions) *site {
 	t.Helper()
-	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName), journal.Options{})
+	// Readings are written within a short interval here, so that a test
+	// sees them at once; the default interval is the card's.
+	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName), journal.Options{FlushInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

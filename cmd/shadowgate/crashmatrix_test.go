@@ -368,16 +368,23 @@ type matrixCell struct {
 // that the request's own writes are pruned or signed.
 func (c *matrixCell) configText() string {
 	cfg := matrixConfig(c.dir)
+	// What the gateway queues as it starts is written before a row is
+	// armed, so that a row's first write is the request's.
+	journal := "flush_interval: 100ms"
 	switch {
 	case strings.HasPrefix(c.fp, failpoint.JournalPruneEvents):
-		cfg += "journal: {max_events: 12}\n"
+		journal += ", max_events: 12, store_interval: 200ms"
 	case strings.HasPrefix(c.fp, failpoint.JournalPruneRecords):
-		cfg += "journal: {keep_records: 1ms}\n"
+		journal += ", keep_records: 1ms"
 	case strings.HasPrefix(c.fp, failpoint.JournalCheckpoint):
 		// A checkpoint every few events, so that the request's own
 		// events are signed.
-		cfg += "journal: {checkpoint_every: 3}\n"
+		journal += ", checkpoint_every: 3"
+	case strings.HasPrefix(c.fp, failpoint.JournalStoreBatch), strings.HasPrefix(c.fp, failpoint.JournalLogRemove):
+		// The store follows the log within the request, not at the stop.
+		journal += ", store_interval: 200ms"
 	}
+	cfg += "journal: {" + journal + "}\n"
 	if c.uplink != "" {
 		// The outbox's rows forward to a site broker: a live one, whose
 		// acknowledgements delete what was delivered, or, for the trim, a

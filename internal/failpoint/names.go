@@ -20,15 +20,26 @@ const (
 	// is answered. An error is ignored: the act is done.
 	ActAfterReceipt = "act:after-receipt"
 
-	// JournalBeforeWrite is in the group commit, inside the bbolt
-	// transaction once the batch is put and before bbolt writes it. An
-	// error fails the write: the journal fails closed.
+	// JournalBeforeWrite is in the group commit, once the batch is
+	// encoded and before its frame is written to the log. An error fails
+	// the write: the journal fails closed.
 	JournalBeforeWrite = "journal:commit:before-write"
-	// JournalAfterWrite is in the group commit after bbolt's Commit
-	// returned (pages written and fsynced, meta page written and
-	// fsynced) and before a waiter is released. An error is taken as the
-	// write's, as an fsync error would be: the journal fails closed.
+	// JournalLogTorn is in the middle of writing a frame to the log: half
+	// of it is written, the rest not, and nothing is synced. Exit there
+	// to leave a torn write. An error fails the write.
+	JournalLogTorn = "journal:log:torn"
+	// JournalAfterWrite is in the group commit after the log's fdatasync
+	// returned and before a waiter is released, while the store does not
+	// hold the batch yet. An error is taken as the write's, as an fsync
+	// error would be: the journal fails closed.
 	JournalAfterWrite = "journal:commit:after-write"
+	// JournalStoreBatch is inside the bbolt transaction that applies a
+	// batch of the log to the store, after its puts and before bbolt
+	// commits. An error fails the store's write: the journal fails closed.
+	JournalStoreBatch = "journal:store:batch"
+	// JournalLogRemove is before each log segment the store holds is
+	// removed. An error leaves it for the next time.
+	JournalLogRemove = "journal:log:remove"
 	// JournalPruneEvents is inside the transaction that deletes the
 	// oldest events beyond the retention bounds, after the deletes. An
 	// error fails that write.
@@ -70,6 +81,6 @@ const (
 // All lists every failpoint, in the order of the write path.
 var All = []string{
 	ActBeforeExecuting, ActAfterExecuting, ActAfterDriver, ActAfterReceipt,
-	JournalBeforeWrite, JournalAfterWrite, JournalPruneEvents, JournalPruneRecords, JournalCheckpoint,
+	JournalBeforeWrite, JournalLogTorn, JournalAfterWrite, JournalStoreBatch, JournalLogRemove, JournalPruneEvents, JournalPruneRecords, JournalCheckpoint,
 	SessionWrite, OutboxAppend, OutboxAck, OutboxTrim, GatewayReload,
 }

@@ -112,10 +112,17 @@ func do(t *testing.T, e *runtime.Engine, id string, device, capability string, v
 	return obs
 }
 
-// stored reads an attempt from the file, not from memory.
+// stored reads an attempt from the files, not from memory: the newest of
+// what the log holds on disk, else what the store holds.
 func stored(t *testing.T, j *DB, key string) (runtime.Attempt, bool) {
 	t.Helper()
 	var a runtime.Attempt
+	if js, ok := logged(t, j, bEffects, key); ok {
+		if err := json.Unmarshal(js, &a); err != nil {
+			t.Fatal(err)
+		}
+		return a, true
+	}
 	var found bool
 	err := j.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bEffects).Get([]byte(key))
@@ -133,6 +140,30 @@ func stored(t *testing.T, j *DB, key string) (runtime.Attempt, bool) {
 		t.Fatal(err)
 	}
 	return a, found
+}
+
+// logged returns the newest JSON the log's files on disk hold of a
+// record put, read as an open would read them.
+func logged(t *testing.T, j *DB, bucket []byte, key string) ([]byte, bool) {
+	t.Helper()
+	_, sc, err := openWAL(walDir(j.path), DefaultSegmentSize, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	found := false
+	for _, e := range sc.entries {
+		it, err := itemOf(e.logEntry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range it.records {
+			if r.bucket == string(bucket) && r.key == key && r.op == opPut {
+				out, found = r.js, true
+			}
+		}
+	}
+	return out, found
 }
 
 func TestExecutingIsDurableBeforeTheDriverWrites(t *testing.T) {

@@ -72,9 +72,23 @@ type Options struct {
 	// rules): past it the oldest are pruned, though younger than
 	// KeepRecords. Default 100,000.
 	MaxRecords int
-	// FlushInterval bounds how long an async commit waits to be written.
-	// Default 100ms.
+	// FlushInterval bounds how long an async commit (a reading, telemetry)
+	// waits for the log's next fdatasync when no sync commit comes first:
+	// a power cut loses at most this much of them, never a sync commit.
+	// Default 5s, as Home Assistant's recorder commits.
 	FlushInterval time.Duration
+	// StoreInterval bounds how long an event durable in the log waits to
+	// be written to the store (bbolt) in the background. Default 5m; the
+	// store is also written once StoreEvents events or StoreBytes bytes
+	// wait, and at Close. Readers never wait for it.
+	StoreInterval time.Duration
+	// StoreEvents and StoreBytes bound what waits for the store. Default
+	// 8192 events and 4 MiB.
+	StoreEvents int
+	StoreBytes  int
+	// SegmentSize is the size each log segment is preallocated to.
+	// Default 4 MiB.
+	SegmentSize int64
 	// MaxFileSize, if set, caps the file: a write that would grow it further
 	// fails, and the journal fails closed, as on a full disk.
 	MaxFileSize int
@@ -106,7 +120,19 @@ func (o *Options) setDefaults() {
 		o.KeepRecords = 30 * 24 * time.Hour
 	}
 	if o.FlushInterval <= 0 {
-		o.FlushInterval = 100 * time.Millisecond
+		o.FlushInterval = 5 * time.Second
+	}
+	if o.StoreInterval <= 0 {
+		o.StoreInterval = 5 * time.Minute
+	}
+	if o.StoreEvents <= 0 {
+		o.StoreEvents = 8192
+	}
+	if o.StoreBytes <= 0 {
+		o.StoreBytes = 4 << 20
+	}
+	if o.SegmentSize <= 0 {
+		o.SegmentSize = DefaultSegmentSize
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -223,7 +249,6 @@ type DB struct {
 	next      uint64
 	prevHash  hash
 	queue     []item
-	spare     []item    // the last batch's array, reused for the next queue
 	queueFrom time.Time // when the oldest queued item arrived
 	syncs     int       // sync commits queued
 	expect    int       // sync callers likely queued soon: released by the last write, plus those queued then
@@ -241,6 +266,39 @@ type DB struct {
 	// are deleted in the transaction that writes that event (pruneSeq).
 	pruneNext *pruneIntent
 	pruneSeq  uint64
+
+	// The store lags the log: unapplied holds, in order, the events the
+	// log holds durably that the store does not yet; applied is the
+	// newest the store holds. The ring keeps every event after applied,
+	// so that readers never wait for the store.
+	unapplied      []item
+	unappliedBytes int
+	unappliedFrom  time.Time
+	applied        uint64
+	storeForce     bool
+	flushForce     bool          // the writer writes what is queued without waiting
+	storeTick      chan struct{} // closed and replaced after each store write
+	// sessionsPending are console sessions the log holds and the store
+	// does not yet: "" for a deleted one.
+	sessionsPending map[string]pendingSession
+	// lastRetention is the newest retention event queued: retention
+	// chooses again only once the store holds it.
+	lastRetention uint64
+
+	// walMu guards wal: the writer appends, the store's writer removes.
+	walMu sync.Mutex
+	wal   *wal
+	// logTail is what a read-only open found in the log past the store,
+	// and logErr why the log cannot be read, for Verify.
+	logErr error
+
+	// crashForTest makes Close leave the store as it is, behind the log,
+	// as a crash would: set by tests of this package only.
+	crashForTest bool
+
+	storeKick chan struct{}
+	storeQuit chan struct{}
+	storeDone chan struct{}
 
 	committedHash      hash   // the hash of the newest written event
 	lastCheckpoint     uint64 // the newest checkpoint event queued
@@ -294,12 +352,17 @@ type flush struct {
 
 // Stats count the journal's writes since it opened.
 type Stats struct {
-	Batches      uint64
-	Events       uint64
-	CommitTime   time.Duration // total time in bbolt commits, fsync included
+	Batches      uint64        // frames written to the log, one fdatasync each
+	Events       uint64        // events written to the log
+	CommitTime   time.Duration // total time writing the log, fdatasync included
 	MaxCommit    time.Duration
 	LastCommit   time.Duration
 	PrunedEvents uint64
+	// StoreBatches counts the store's transactions, two fdatasyncs each.
+	StoreBatches uint64
+	// LogSyncs and LogBytes count the log's fdatasyncs and fsyncs, and
+	// the bytes written to it.
+	LogSyncs, LogBytes int64
 }
 
 // ringMin is how many written events stay in memory for subscribers.
@@ -323,7 +386,11 @@ func Path(dir string) string { return filepath.Join(dir, FileName) }
 // Open opens or creates the journal file at path and starts its writer.
 func Open(path string, opts Options) (*DB, error) {
 	opts.setDefaults()
-	bo := &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly, MaxSize: opts.MaxFileSize, FreelistType: bolt.FreelistMapType}
+	// The freelist is not written by each commit (NoFreelistSync): it is
+	// rebuilt from the pages at open, a scan that the store's few commits
+	// make worth it on a card.
+	bo := &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly, MaxSize: opts.MaxFileSize,
+		FreelistType: bolt.FreelistMapType, NoFreelistSync: true}
 	if opts.ReadOnly {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("opening journal: %w", err)
@@ -343,17 +410,20 @@ func Open(path string, opts Options) (*DB, error) {
 		path: path, opts: opts, db: db, log: opts.Logger, start: time.Now(),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		cur: &flush{done: make(chan struct{})}, open: map[string]runtime.Attempt{},
-		ckKick: make(chan struct{}, 1),
+		ckKick: make(chan struct{}, 1), storeKick: make(chan struct{}, 1), storeQuit: make(chan struct{}),
+		storeDone: make(chan struct{}), storeTick: make(chan struct{}), sessionsPending: map[string]pendingSession{},
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	j.bootID = hex.EncodeToString(b[:])
 	if err := j.init(); err != nil {
+		_ = j.wal.close()
 		_ = db.Close()
 		return nil, err
 	}
 	if opts.ReadOnly {
 		close(j.writerDone)
+		close(j.storeDone)
 		return j, nil
 	}
 	if err := writePID(path); err != nil {
@@ -368,6 +438,7 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	j.bg.Go(func() { j.retention(ctx) })
 	go j.writer()
+	go j.storeWriter()
 	return j, nil
 }
 
@@ -424,6 +495,10 @@ func (j *DB) init() error {
 			return nil
 		}
 		d, err := decodeEvent(v)
+		if j.opts.ReadOnly && err == nil {
+			j.next, j.prevHash, j.committed, j.committedHash = d.ev.Seq+1, d.hash, d.ev.Seq, d.hash
+			return nil
+		}
 		if j.opts.ReadOnly {
 			// Reading is for verify and export: Verify says what is wrong.
 			j.next, j.committed = keySeq(k)+1, keySeq(k)
@@ -443,12 +518,17 @@ func (j *DB) init() error {
 		j.next, j.prevHash, j.committed, j.committedHash = d.ev.Seq+1, d.hash, d.ev.Seq, d.hash
 		return nil
 	})
-	if err != nil || j.opts.ReadOnly {
+	if err != nil {
+		return err
+	}
+	j.applied = j.committed
+	if err := j.replay(); err != nil || j.opts.ReadOnly {
 		return err
 	}
 	if err := j.adopt(); err != nil {
 		return err
 	}
+	j.applied = j.committed // adopt writes to the store directly
 	return j.index()
 }
 
@@ -792,9 +872,17 @@ var ErrStalled = errors.New("the journal's writer is stalled")
 
 // Stats returns the write counters.
 func (j *DB) Stats() Stats {
+	j.walMu.Lock()
+	var syncs, written int64
+	if j.wal != nil {
+		syncs, written = j.wal.syncs, j.wal.written
+	}
+	j.walMu.Unlock()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.stats
+	s := j.stats
+	s.LogSyncs, s.LogBytes = syncs, written
+	return s
 }
 
 // attemptLocked returns the newest record of an attempt: queued or open in
@@ -919,8 +1007,16 @@ func (j *DB) fromRing(since uint64, limit int) ([]runtime.Event, uint64, bool) {
 // and makes the journal fail closed (every later commit fails and Err says
 // which record), while events stay readable: a forged rule or mode is never
 // used, and sensors go on being read.
-func (j *DB) Load(context.Context) (runtime.Snapshot, error) {
+func (j *DB) Load(ctx context.Context) (runtime.Snapshot, error) {
 	var s runtime.Snapshot
+	// What the log holds and the store not yet is written to it first, so
+	// that the snapshot holds every durable event.
+	if err := j.storeUpTo(ctx, false); err != nil && !errors.Is(err, ErrFailed) {
+		var ce *CorruptError
+		if !errors.As(err, &ce) {
+			return s, fmt.Errorf("loading journal %s: %w", j.path, err)
+		}
+	}
 	var bad []error
 	err := j.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bMeta) == nil {
@@ -1093,10 +1189,16 @@ func (j *DB) Close() error {
 		j.bg.Wait()
 		close(j.quit)
 		<-j.writerDone
+		close(j.storeQuit)
+		<-j.storeDone
 		removePID(j.path)
 	}
+	werr := j.wal.close()
 	if err := j.db.Close(); err != nil {
 		return fmt.Errorf("closing journal %s: %w", j.path, err)
+	}
+	if werr != nil {
+		return fmt.Errorf("closing journal %s: %w", j.path, werr)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -1179,6 +1281,11 @@ func (j *DB) recoverCorrupt(err *error) {
 // grows and keep freed pages from being reused. The copy is a journal
 // file that Open and Verify take.
 func (d *DB) Backup(w io.Writer) (int64, error) {
+	// The store is brought up to the log first: the copy then holds every
+	// event durable when the backup began, and needs no log beside it.
+	if err := d.syncStore(context.Background()); err != nil {
+		return 0, fmt.Errorf("backing up the journal: %w", err)
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(d.path), ".backup-*")
 	if err != nil {
 		return 0, fmt.Errorf("backing up the journal: %w", err)

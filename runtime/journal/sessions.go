@@ -74,6 +74,13 @@ func (s *Sessions) Get(cookie string, now time.Time) (store.Session, bool, error
 		return sess, true, nil
 	}
 	var sess store.Session
+	if p, ok := s.j.pendingSession(string(sessionKey(cookie))); ok {
+		// Durable in the log, not yet in the store.
+		if p.deleted || json.Unmarshal(p.js, &sess) != nil || !now.Before(sess.Expires) {
+			return store.Session{}, false, nil
+		}
+		return sess, true, nil
+	}
 	var found bool
 	err := s.j.view(func(tx *bolt.Tx) error {
 		key := sessionKey(cookie)
@@ -111,7 +118,17 @@ func (s *Sessions) Delete(cookie string) error {
 		return nil
 	}
 	var user string
+	if p, ok := s.j.pendingSession(key); ok {
+		var sess store.Session
+		if p.deleted || json.Unmarshal(p.js, &sess) != nil {
+			return nil // nothing to end
+		}
+		user = sess.User
+	}
 	_ = s.j.view(func(tx *bolt.Tx) error {
+		if user != "" {
+			return nil
+		}
 		if v := tx.Bucket(bSessions).Get([]byte(key)); v != nil {
 			if _, js, err := unwrapRecord(v); err == nil {
 				var sess store.Session
@@ -129,6 +146,15 @@ func (s *Sessions) Delete(cookie string) error {
 	rec := record{ref: ref{bucket: string(bSessions), key: key, op: opDelete}}
 	_, err := s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, []record{rec}, nil, true)
 	return err
+}
+
+// pendingSession returns the newest change of a session that the log
+// holds and the store does not yet.
+func (j *DB) pendingSession(key string) (pendingSession, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p, ok := j.sessionsPending[key]
+	return p, ok
 }
 
 // Prune deletes expired sessions and returns how many. The deletion is an

@@ -356,6 +356,7 @@ func TestRetentionCarriesLiveRecords(t *testing.T) {
 	commit(t, j, runtime.Sync, ev(runtime.KindRefused, `{}`), func(e *runtime.Entry) { e.Attempt = attempt("cmd-2", runtime.AttemptRefused) })
 	for range 10 {
 		fill(t, j, 17)
+		settle(t, j)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
@@ -579,6 +580,7 @@ func TestRolledBackRecordIsNotHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	var old []byte
+	settle(t, j)
 	if err := j.db.View(func(tx *bolt.Tx) error {
 		old = append(old, tx.Bucket(bSessions).Get(sessionKey("cookie-2"))...)
 		return nil

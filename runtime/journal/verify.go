@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -22,8 +23,42 @@ import (
 // and each meta key it does not know. It returns an error only when it
 // cannot read the file at all.
 func (j *DB) Verify(ctx context.Context) (store.Report, error) {
+	// The store is brought up to the log first, so that what is verified
+	// is every event durable now.
+	if err := j.syncStore(ctx); err != nil && !errors.Is(err, ErrFailed) {
+		var ce *CorruptError
+		if !errors.As(err, &ce) {
+			return store.Report{}, fmt.Errorf("verifying journal %s: %w", j.path, err)
+		}
+	}
 	r, _, err := j.verify(ctx)
+	if err == nil && r.Reason == "" {
+		j.verifyLogTail(&r)
+	}
 	return r, err
+}
+
+// verifyLogTail adds to r what a read-only open found in the log past the
+// store: its events, checked as the open read them, or why the log cannot
+// be trusted.
+func (j *DB) verifyLogTail(r *store.Report) {
+	if !j.opts.ReadOnly {
+		return
+	}
+	if j.logErr != nil {
+		r.OK, r.BadSeq, r.Reason = false, r.Last+1, j.logErr.Error()
+		return
+	}
+	for _, ev := range j.ring {
+		if ev.Seq <= r.Last {
+			continue
+		}
+		if r.Count == 0 {
+			r.First = ev.Seq
+		}
+		r.Count++
+		r.Last = ev.Seq
+	}
 }
 
 // verify is Verify that also names each bad record as "bucket/key", for

@@ -55,9 +55,10 @@ const syncGather = 800 * time.Microsecond
 func (j *DB) linger() {
 	for {
 		j.mu.Lock()
-		n, syncs, expect, from, flushed := len(j.queue), j.syncs, j.expect, j.queueFrom, j.flushedAt
+		n, syncs, expect, from, flushed, force := len(j.queue), j.syncs, j.expect, j.queueFrom, j.flushedAt, j.flushForce
+		j.flushForce = false
 		j.mu.Unlock()
-		if n == 0 || n >= maxBatch {
+		if n == 0 || n >= maxBatch || force {
 			return
 		}
 		var wait time.Duration
@@ -85,11 +86,12 @@ func (j *DB) linger() {
 	}
 }
 
-// flushOnce writes the queue in one transaction and tells its waiters.
+// flushOnce writes the queue to the log as one frame with one fdatasync,
+// and tells its waiters. The store is written later, by storeWriter.
 func (j *DB) flushOnce() {
 	j.mu.Lock()
 	batch, f, released := j.queue, j.cur, j.syncs
-	j.queue, j.spare, j.syncs = j.spare[:0], nil, 0
+	j.queue, j.syncs = nil, 0
 	j.cur = &flush{done: make(chan struct{})}
 	failed := j.failed
 	j.mu.Unlock()
@@ -99,35 +101,24 @@ func (j *DB) flushOnce() {
 	}
 	err := failed
 	var took time.Duration
-	var pruned, anchor uint64
 	if err == nil {
 		t0 := time.Now()
-		err = j.update(func(tx *bolt.Tx) error {
-			var err error
-			pruned, anchor, err = j.writeBatch(tx, batch)
-			if err == nil {
-				err = failpoint.Inject(failpoint.JournalBeforeWrite)
-			}
-			return err
-		})
+		err = failpoint.Inject(failpoint.JournalBeforeWrite)
+		if err == nil {
+			ents := logEntries(batch)
+			j.walMu.Lock()
+			err = j.wal.append(batch[0].ev.Seq, ents)
+			j.walMu.Unlock()
+		}
 		took = time.Since(t0)
 		if err == nil {
-			// bbolt's Commit writes the pages, fsyncs, writes the meta
-			// page and fsyncs again in one call: this is as close to its
-			// fsync as it lets anything come.
+			// The frame is durable; the store does not hold it yet.
 			err = failpoint.Inject(failpoint.JournalAfterWrite)
 		}
 	}
 	first, last := batch[0].ev.Seq, batch[len(batch)-1].ev.Seq
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	defer func() {
-		// Hand the array back for a later queue, holding no entries.
-		clear(batch)
-		if cap(batch) <= 2*maxBatch {
-			j.spare = batch[:0]
-		}
-	}()
 	j.expect, j.flushedAt = released+j.syncs, time.Now()
 	if err != nil {
 		if j.failed == nil {
@@ -145,16 +136,13 @@ func (j *DB) flushOnce() {
 	}
 	j.committed = last
 	j.committedHash = batch[len(batch)-1].hash
+	j.noteDurableLocked(batch)
 	if j.opts.Checkpoint.Signer != nil && last-j.lastCheckpointSize >= j.opts.Checkpoint.Every {
 		select {
 		case j.ckKick <- struct{}{}:
 		default:
 		}
 	}
-	if j.pruneSeq != 0 && last >= j.pruneSeq {
-		j.pruneSeq = 0 // done: the next write looks again
-	}
-	j.queuePruneLocked()
 	if j.opts.OnCommit != nil {
 		j.opts.OnCommit(took, len(batch))
 	}
@@ -166,32 +154,7 @@ func (j *DB) flushOnce() {
 	j.stats.CommitTime += took
 	j.stats.LastCommit = took
 	j.stats.MaxCommit = max(j.stats.MaxCommit, took)
-	j.stats.PrunedEvents += pruned
-	if pruned > 0 {
-		// What retention deleted is gone from memory too.
-		n := 0
-		for n < len(j.ring) && j.ring[n].Seq <= anchor {
-			n++
-		}
-		j.dropRingLocked(n)
-	}
-	for _, it := range batch {
-		if it.terminal != "" {
-			if cur, ok := j.open[it.terminal]; ok && cur.State == it.state {
-				delete(j.open, it.terminal)
-			}
-		}
-	}
-	if len(j.ring)-ringMin > ringMin/4 || j.ringSize-ringBytes > ringBytes/4 {
-		// Trim written events only, a quarter over either bound at a
-		// time, down to both, in place.
-		n, size := 0, j.ringSize
-		for n < len(j.ring) && (len(j.ring)-n > ringMin || size > ringBytes) && j.ring[n].Seq <= j.committed {
-			size -= ringCost(&j.ring[n])
-			n++
-		}
-		j.dropRingLocked(n)
-	}
+	j.trimRingLocked()
 }
 
 // dropRingLocked drops the oldest n events from memory, keeping the array.
@@ -543,10 +506,13 @@ func (j *DB) retention(ctx context.Context) {
 	}
 }
 
-// pruneRecords is pruneRecordsCtx until the journal closes.
+// pruneRecords is one pass of pruneRecordsCtx, with the store brought up
+// to the log before and after, until the journal closes.
 func (j *DB) pruneRecords(now time.Time) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer func() { _ = j.syncStore(ctx) }()
+	_ = j.syncStore(ctx)
 	go func() {
 		select {
 		case <-j.quit:
@@ -567,6 +533,14 @@ func (j *DB) pruneRecords(now time.Time) {
 // for that event to be written before it chooses the next.
 func (j *DB) pruneRecordsCtx(ctx context.Context, now time.Time) {
 	cutoff := now.Add(-j.opts.KeepRecords)
+	j.mu.Lock()
+	behind := j.applied < j.lastRetention
+	j.mu.Unlock()
+	if behind {
+		// The store does not hold the last pass's deletions yet: choosing
+		// from it now would choose them again.
+		return
+	}
 	var resume []byte // the next key of the ended index to look at
 	sessions, total, excess := true, 0, -1
 	for ctx.Err() == nil {
@@ -673,7 +647,10 @@ func (j *DB) pruneRecordsCtx(ctx context.Context, now time.Time) {
 func (j *DB) deleteRecords(ctx context.Context, refs []record, cutoff time.Time) error {
 	body, _ := json.Marshal(map[string]any{"pruned": len(refs), "older_than": cutoff})
 	j.mu.Lock()
-	_, f, err := j.enqueueLocked(runtime.Event{Kind: KindRecords, Body: body}, refs, nil, true)
+	ev, f, err := j.enqueueLocked(runtime.Event{Kind: KindRecords, Body: body}, refs, nil, true)
+	if err == nil {
+		j.lastRetention = ev.Seq
+	}
 	j.mu.Unlock()
 	if err != nil {
 		return err

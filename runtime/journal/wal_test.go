@@ -1,0 +1,326 @@
+package journal
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/value"
+)
+
+// crash closes j as a power cut would leave it: what the log holds is
+// durable, the store is not brought up to it, no segment is removed.
+func crash(t *testing.T, j *DB) {
+	t.Helper()
+	j.crashForTest = true
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storeHead returns the newest event the store holds, reading the file
+// with bbolt alone.
+func storeHead(t *testing.T, path string) uint64 {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var head uint64
+	_ = db.View(func(tx *bolt.Tx) error {
+		if k, _ := tx.Bucket(bJournal).Cursor().Last(); k != nil {
+			head = keySeq(k)
+		}
+		return nil
+	})
+	return head
+}
+
+func segments(t *testing.T, path string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(walDir(path), "*.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(m)
+	return m
+}
+
+// A journal stopped with its store behind the log is brought up to date
+// at open: every durable event and record is there, the log's segments
+// are gone, and the chain verifies.
+func TestTheStoreIsBroughtUpToTheLog(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{})
+	fill(t, j, 30)
+	commit(t, j, runtime.Sync, ev(runtime.KindInvoked, `{}`), func(e *runtime.Entry) { e.Attempt = attempt("k1", runtime.AttemptStaged) })
+	crash(t, j)
+	if h := storeHead(t, path); h >= 31 {
+		t.Fatalf("the store holds up to %d before the open: the test shows nothing", h)
+	}
+	if len(segments(t, path)) == 0 {
+		t.Fatal("no log segment after a crash")
+	}
+	j = open(t, path, Options{})
+	var h uint64
+	_ = j.db.View(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bJournal).Cursor().Last()
+		h = keySeq(k)
+		return nil
+	})
+	if h != 31 {
+		t.Fatalf("after the open the store holds up to %d, want 31", h)
+	}
+	if s := segments(t, path); len(s) != 0 {
+		t.Errorf("segments left after the store holds them: %q", s)
+	}
+	snap, err := j.Load(t.Context())
+	if err != nil || len(snap.Open) != 1 || snap.LastSeq != 31 {
+		t.Fatalf("Load = %+v, %v; want the attempt the log held", snap, err)
+	}
+	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK || rep.Count != 31 {
+		t.Fatalf("verify = %s, %v", rep, err)
+	}
+}
+
+// A read-only open (verify, export while the gateway is down) sees what
+// the log holds past the store, and verifies it.
+func TestReadOnlyOpenReadsTheLog(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{})
+	fill(t, j, 12)
+	crash(t, j)
+	j = open(t, path, Options{ReadOnly: true})
+	evs, err := j.Events(t.Context(), 0, 100)
+	if err != nil || len(evs) != 12 || evs[11].Seq != 12 {
+		t.Fatalf("Events = %d events, %v; want 12", len(evs), err)
+	}
+	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK || rep.Count != 12 || rep.Last != 12 {
+		t.Fatalf("verify = %s, %v", rep, err)
+	}
+	if len(segments(t, path)) == 0 {
+		t.Error("a read-only open removed the log")
+	}
+}
+
+// A frame cut short by a crash (written in part, never synced, never
+// acknowledged) is cut at open and the journal goes on from the event
+// before it.
+func TestATornTailIsCut(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{})
+	fill(t, j, 5)
+	crash(t, j)
+	segs := segments(t, path)
+	last := segs[len(segs)-1]
+	_, sc, err := openWAL(walDir(path), DefaultSegmentSize, false)
+	if err != nil || len(sc.entries) != 5 {
+		t.Fatalf("the log holds %d entries, %v", len(sc.entries), err)
+	}
+	end := sc.entries[len(sc.entries)-1].seg.end
+	// Half a frame: a header that promises more than is there.
+	f, err := os.OpenFile(last, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := []byte{0x53, 0x47, 0x46, 0x31, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 1, 1, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3}
+	if _, err := f.WriteAt(half, end); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	j = open(t, path, Options{})
+	<-j.Verified()
+	if err := j.Err(); err != nil {
+		t.Fatalf("Err after a torn tail = %v", err)
+	}
+	e := commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{}`), nil)
+	if e.Seq != 6 {
+		t.Fatalf("the next event is %d, want 6", e.Seq)
+	}
+	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK || rep.Count != 6 {
+		t.Fatalf("verify = %s, %v", rep, err)
+	}
+}
+
+// Damage anywhere but the tail fails closed, naming the segment: a bad
+// frame with frames after it, a missing segment, a truncated one, a log
+// that does not continue the store.
+func TestADamagedLogFailsClosed(t *testing.T) {
+	// Segments of one page, so that a few events take several.
+	opts := Options{SegmentSize: 4096}
+	make := func(t *testing.T) string {
+		path := tempPath(t)
+		j := open(t, path, opts)
+		for range 12 {
+			// Random, so that it does not compress.
+			var pad strings.Builder
+			for range 30 {
+				pad.WriteString(rand.Text())
+			}
+			commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{"pad":"`+pad.String()+`"}`), nil)
+		}
+		crash(t, j)
+		if n := len(segments(t, path)); n < 3 {
+			t.Fatalf("%d segments; the test needs at least 3", n)
+		}
+		return path
+	}
+	cases := []struct {
+		name, want string
+		damage     func(t *testing.T, path string, segs []string)
+	}{
+		{"a bad frame in the middle", "the log going on after it", func(t *testing.T, path string, segs []string) {
+			flip(t, segs[len(segs)-1], segHeader+frameHead+5)
+			// and a frame after it in the same segment: add one.
+		}},
+		{"a bad frame in an older segment", "the log going on after it", func(t *testing.T, path string, segs []string) {
+			flip(t, segs[0], segHeader+frameHead+5)
+		}},
+		{"a segment deleted in the middle", "missing", func(t *testing.T, path string, segs []string) {
+			if err := os.Remove(segs[1]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the newest segment deleted", "missing", func(t *testing.T, path string, segs []string) {
+			if err := os.Remove(segs[len(segs)-1]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a segment truncated", "truncated", func(t *testing.T, path string, segs []string) {
+			if err := os.Truncate(segs[len(segs)-1], 2000); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the oldest segment deleted", "missing", func(t *testing.T, path string, segs []string) {
+			if err := os.Remove(segs[0]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the store replaced by another journal's", "disagree", func(t *testing.T, path string, segs []string) {
+			other := tempPath(t)
+			o := open(t, other, Options{})
+			fill(t, o, 3)
+			if err := o.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(other)
+			if err == nil {
+				err = os.WriteFile(path, b, 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := make(t)
+			segs := segments(t, path)
+			tc.damage(t, path, segs)
+			_, err := Open(path, opts)
+			var ce *CorruptError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open = %v; want a corrupt journal, %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// flip changes one byte of a file.
+func flip(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x40
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lone sync commit costs one fdatasync of the log and none of the
+// store; async commits cost none until one comes.
+func TestACommitIsOneFdatasync(t *testing.T) {
+	j := open(t, tempPath(t), Options{})
+	commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{}`), nil) // the first segment is made
+	s0 := j.Stats()
+	for range 5 {
+		commit(t, j, runtime.Async, ev(runtime.KindObserved, `{}`), nil)
+	}
+	commit(t, j, runtime.Sync, ev(runtime.KindInvoked, `{}`), nil)
+	s1 := j.Stats()
+	if d := s1.LogSyncs - s0.LogSyncs; d != 1 {
+		t.Errorf("five readings and a sync commit took %d fdatasyncs of the log, want 1", d)
+	}
+	if d := s1.StoreBatches - s0.StoreBatches; d != 0 {
+		t.Errorf("the store was written %d times on the commit's path, want 0", d)
+	}
+	_ = context.Background()
+}
+
+// A lone governed write makes exactly its two durable points: the intent
+// before the driver is called, the receipt (with the run's end) before
+// the reply; the store is not written on its path. An approval asked,
+// approved and acted on makes four.
+func TestAGovernedWriteIsTwoFdatasyncs(t *testing.T) {
+	r := startRig(t, t.TempDir(), rigOptions{rules: []governance.Rule{allowValve}})
+	<-r.j.Verified()
+	do(t, r.e, "warm", "valve-1", "open", value.Bool(false)) // the log's first segment is made
+	for i := range 5 {
+		s0 := r.j.Stats()
+		obs := do(t, r.e, fmt.Sprintf("w-%d", i), "valve-1", "open", value.Bool(i%2 == 0))
+		s1 := r.j.Stats()
+		if obs.Kind != runtime.Acted {
+			t.Fatalf("write %d = %+v", i, obs)
+		}
+		if d := s1.LogSyncs - s0.LogSyncs; d != 2 {
+			t.Errorf("write %d made %d fdatasyncs of the log, want 2", i, d)
+		}
+		if s1.StoreBatches != s0.StoreBatches {
+			t.Errorf("write %d wrote the store on its path", i)
+		}
+	}
+	// The run's end is in the log with the receipt: nothing is queued.
+	r.j.mu.Lock()
+	queued := len(r.j.queue)
+	r.j.mu.Unlock()
+	if queued != 0 {
+		t.Errorf("%d events wait after the write's reply, want none (the run's end rides with the receipt)", queued)
+	}
+
+	a := startRig(t, t.TempDir(), rigOptions{mode: "supervised"})
+	<-a.j.Verified()
+	do(t, a.e, "warm", "tank-1", "level", value.Value{})
+	s0 := a.j.Stats()
+	obs := do(t, a.e, "ask", "valve-1", "open", value.Bool(true))
+	if obs.Kind != runtime.ApprovalRequest {
+		t.Fatalf("the write in supervised mode = %+v, want an approval request", obs)
+	}
+	if _, err := a.e.Answer(t.Context(), obs.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.e.Wait(t.Context(), obs.Run); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.j.Stats().LogSyncs - s0.LogSyncs; d != 4 {
+		t.Errorf("asked, approved and acted: %d fdatasyncs of the log, want 4", d)
+	}
+}
