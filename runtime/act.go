@@ -160,10 +160,22 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 	if rd, ok := e.facts.get(target); ok && !rd.At.Before(actedAt) {
 		st.Reading = &rd // the read-back after the act; one from before is not where it stands now
 	}
-	if _, err := e.commit(ctx, Sync, Event{Kind: KindActed, Run: base.Run, Step: w.step, Device: w.device}, rc, func(en *Entry) {
+	// The receipt of a run's last step carries the run's end with it: the
+	// receipt is queued, the end after it, and the end's sync makes both
+	// durable in one write, before anyone is answered.
+	ends := w.endsRun()
+	d := Sync
+	if ends {
+		d = Async
+	}
+	_, err = e.commit(ctx, d, Event{Kind: KindActed, Run: base.Run, Step: w.step, Device: w.device}, rc, func(en *Entry) {
 		en.Attempt = &final
 		en.State = st
-	}); err != nil {
+	})
+	if err == nil && ends {
+		err = e.endRunAtReceipt(ctx, w.run, w.step)
+	}
+	if err != nil {
 		base.Receipt = rc
 		return e.failedQuiet(base, "acted, but the receipt could not be journaled", err)
 	}

@@ -65,13 +65,51 @@ func (e *Engine) execute(ctx context.Context, r *run) {
 			break
 		}
 	}
-	final := r.end(end, why, e.now)
-	// The run's own context may be cancelled; its end is still recorded.
-	_, _ = e.commit(context.WithoutCancel(ctx), Async, Event{Kind: KindEnded, Run: final.ID}, EndedBody{
-		End: final.End, Why: final.Why, Steps: final.Steps, Actuations: final.Actuations, Spent: final.Spent.String(),
-	}, func(en *Entry) { en.Run = &final })
+	final, journaled := r.endJournaled()
+	if !journaled {
+		final = r.end(end, why, e.now)
+		// The run's own context may be cancelled; its end is still recorded.
+		_, _ = e.commit(context.WithoutCancel(ctx), Async, Event{Kind: KindEnded, Run: final.ID}, endedBody(&final), func(en *Entry) { en.Run = &final })
+	}
 	r.ensureFirst(Observation{Kind: Failed, Run: final.ID, Why: "run ended before its first step: " + why})
 	e.forgetRun(r)
+}
+
+// endsRun reports whether the write is its run's last step, so that its
+// receipt ends the run.
+func (w *writeReq) endsRun() bool {
+	return w.run != nil && w.safety == "" && w.run.plan != nil && w.step == len(w.run.plan.Steps)
+}
+
+// endRunAtReceipt ends the run whose last step's receipt was just queued,
+// as execute would end it after an act, and commits the end durably: one
+// write for both.
+func (e *Engine) endRunAtReceipt(ctx context.Context, r *run, idx int) error {
+	end, why := EndCompleted, ""
+	if rc := r.ctx; rc != nil && rc.Err() != nil {
+		// Cancelled during the step: the run ends cancelled, as execute
+		// ends it.
+		end, why = EndCancelled, cancelWhy(rc, "during step "+strconv.Itoa(idx))
+	}
+	final := r.end(end, why, e.now)
+	if _, err := e.commit(context.WithoutCancel(ctx), Sync, Event{Kind: KindEnded, Run: final.ID}, endedBody(&final), func(en *Entry) { en.Run = &final }); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
+	return nil
+}
+
+func endedBody(rr *RunRecord) EndedBody {
+	return EndedBody{End: rr.End, Why: rr.Why, Steps: rr.Steps, Actuations: rr.Actuations, Spent: rr.Spent.String()}
+}
+
+// endJournaled returns the run's record and whether its end is journaled.
+func (r *run) endJournaled() (RunRecord, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec, r.ended
 }
 
 // forgetRun queues an ended run and drops the oldest ended runs beyond the

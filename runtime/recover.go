@@ -233,9 +233,7 @@ func (e *Engine) resumeRun(rr RunRecord, ap Approval) (*run, string) {
 func (e *Engine) endRun(ctx context.Context, rr RunRecord, why string) RunRecord {
 	rr.Status, rr.End, rr.Why, rr.EndedAt = RunEnded, EndFailed, why, e.now()
 	rec := rr
-	_, _ = e.commit(ctx, Sync, Event{Kind: KindEnded, Run: rr.ID}, EndedBody{
-		End: rr.End, Why: why, Steps: rr.Steps, Actuations: rr.Actuations, Spent: rr.Spent.String(),
-	}, func(en *Entry) { en.Run = &rec })
+	_, _ = e.commit(ctx, Sync, Event{Kind: KindEnded, Run: rr.ID}, endedBody(&rr), func(en *Entry) { en.Run = &rec })
 	return rr
 }
 

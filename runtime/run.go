@@ -161,6 +161,8 @@ type run struct {
 	activeSince time.Time
 	last        Observation
 	sentFirst   bool
+	// ended is set once the run's end is journaled with its last receipt.
+	ended bool
 }
 
 // id returns the run's id; a nil run (a poll) has none.
