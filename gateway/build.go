@@ -783,6 +783,14 @@ func (c *checker) journal(p path, jc JournalConfig) journal.Options {
 		o.Checkpoint.Every = uint64(jc.CheckpointEvery)
 	}
 	o.Checkpoint.Interval = c.duration(p.with("checkpoint_interval"), jc.CheckpointInterval, 0)
+	o.FlushInterval = c.duration(p.with("flush_interval"), jc.FlushInterval, 0)
+	if o.FlushInterval > time.Minute {
+		c.errf(p.with("flush_interval"), "%s is too long: a power cut loses up to this much of the readings (at most 1m)", jc.FlushInterval)
+	}
+	o.StoreInterval = c.duration(p.with("store_interval"), jc.StoreInterval, 0)
+	if o.StoreInterval > time.Hour {
+		c.errf(p.with("store_interval"), "%s is too long: the log grows until the store is written (at most 1h)", jc.StoreInterval)
+	}
 	return o
 }
 

@@ -203,6 +203,17 @@ type JournalConfig struct {
 	// CheckpointInterval is how long at most goes by between checkpoints
 	// while events are written. Default 1m.
 	CheckpointInterval string `yaml:"checkpoint_interval"`
+	// FlushInterval bounds how long a reading or other telemetry waits
+	// for the log's next fdatasync when no actuation record, approval,
+	// rule or mode change (each written at once) comes first. A power cut
+	// loses at most this much of the readings, never an intent or a
+	// receipt; readers see a reading once it is written. Default 5s, at
+	// most 1m.
+	FlushInterval string `yaml:"flush_interval"`
+	// StoreInterval bounds how long the store (bbolt) lags the log: the
+	// log is written to it in the background this often, or sooner once
+	// 8192 events or 4MiB wait. Default 5m, at most 1h.
+	StoreInterval string `yaml:"store_interval"`
 }
 
 // GatewayConfig names the gateway and where it keeps its state.
