@@ -47,8 +47,10 @@ func TestRenderSaysWhatIsMetAndWhatIsMissing(t *testing.T) {
 	var out bytes.Buffer
 	missing := render(&out, r, figures)
 	text := out.String()
-	if missing != len(figures)-2 {
-		t.Errorf("%d figures not measured, want all but the judge and QoS 0 throughput:\n%s", missing, text)
+	// Counted on a card, a figure that needs root says so instead, as
+	// measured and not met.
+	if cards := strings.Count(text, "not counted: it needs root"); missing != len(figures)-2-cards || cards != 3 {
+		t.Errorf("%d figures not measured and %d not counted on a card, want all but the judge and QoS 0 throughput, 3 of them on a card:\n%s", missing, cards, text)
 	}
 	for _, want := range []string{"judge", "804 ns", "yes", "16000 msgs/s", "CPU 1.10×", "not measured"} {
 		if !strings.Contains(text, want) {

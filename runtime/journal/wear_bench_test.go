@@ -3,18 +3,16 @@ package journal
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
 	"github.com/shadowgate/shadowgate/governance"
+	"github.com/shadowgate/shadowgate/internal/cardtest"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -25,78 +23,6 @@ import (
 // Raspberry Pi OS mounts its root) on a loop device, and the device's own
 // counters give every byte and cache flush the journal caused, ext4's
 // journal included: what reaches a card.
-
-// loopFS is an ext4 file system on a loop device, or a plain directory
-// where one cannot be made.
-type loopFS struct {
-	dir  string
-	dev  string // "loop0"; empty for a plain directory
-	note string // why it is a plain directory
-}
-
-// newLoopFS makes a 512 MiB ext4 on a loop device and mounts it, unless
-// the process is not root or lacks the tools.
-func newLoopFS(b *testing.B) *loopFS {
-	b.Helper()
-	tmp := b.TempDir()
-	if os.Geteuid() != 0 {
-		return &loopFS{dir: tmp, note: "not root: no device counts"}
-	}
-	img, mnt := filepath.Join(tmp, "card.img"), filepath.Join(tmp, "card")
-	run := func(name string, args ...string) (string, error) {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		return strings.TrimSpace(string(out)), err
-	}
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	if f, err := os.Create(img); err != nil || f.Truncate(512<<20) != nil || f.Close() != nil {
-		b.Fatalf("making the image: %v", err)
-	}
-	if out, err := run("mkfs.ext4", "-q", "-F", img); err != nil {
-		return &loopFS{dir: tmp, note: "no mkfs.ext4: " + out}
-	}
-	dev, err := run("losetup", "-f", "--show", img)
-	if err != nil {
-		return &loopFS{dir: tmp, note: "no loop device: " + dev}
-	}
-	if out, err := run("mount", "-o", "noatime", dev, mnt); err != nil {
-		_, _ = run("losetup", "-d", dev)
-		return &loopFS{dir: tmp, note: "cannot mount: " + out}
-	}
-	b.Cleanup(func() {
-		_, _ = run("umount", mnt)
-		_, _ = run("losetup", "-d", dev)
-	})
-	return &loopFS{dir: mnt, dev: filepath.Base(dev)}
-}
-
-// deviceStat is what a block device has written: bytes and cache flushes.
-type deviceStat struct{ bytes, flushes int64 }
-
-// stat reads the device's counters, after writing back what the page
-// cache holds of this file system, so that the counts are whole.
-func (l *loopFS) stat(b *testing.B) deviceStat {
-	if l.dev == "" {
-		return deviceStat{}
-	}
-	_ = exec.Command("sync", "-f", l.dir).Run()
-	raw, err := os.ReadFile("/sys/block/" + l.dev + "/stat")
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := strings.Fields(string(raw))
-	num := func(i int) int64 {
-		if i >= len(f) {
-			return 0
-		}
-		n, _ := strconv.ParseInt(f[i], 10, 64)
-		return n
-	}
-	// Field 7 is sectors written; field 16, where the kernel has it,
-	// flush requests.
-	return deviceStat{bytes: num(6) * 512, flushes: num(15)}
-}
 
 // wearRig is an engine on a journal on l.
 type wearRig struct {
@@ -110,7 +36,7 @@ func startWear(b *testing.B, dir string, opts Options, rules []governance.Rule, 
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := sim.New(sim.Options{Devices: greenhouse()})
+	g, err := sim.New(sim.Options{Devices: runtimetest.Greenhouse("gh", "tank-1", "flow-1", "air-1", "valve-1", "heater-1")})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -180,9 +106,9 @@ func BenchmarkWear(b *testing.B) {
 	// written every fifth write, as at one write a minute and the default
 	// store interval of five minutes.
 	b.Run("lone-write", func(b *testing.B) {
-		fs := newLoopFS(b)
-		age(b, fs.dir, 36_000)
-		w := startWear(b, fs.dir, Options{}, allowAll, "")
+		fs := cardtest.Mount(b)
+		age(b, fs.Dir, 36_000)
+		w := startWear(b, fs.Dir, Options{}, allowAll, "")
 		defer w.close(b)
 		n := 0
 		write := func() {
@@ -196,8 +122,8 @@ func BenchmarkWear(b *testing.B) {
 		if err := w.j.syncStore(ctx); err != nil {
 			b.Fatal(err)
 		}
-		d0, s0 := fs.stat(b), w.j.Stats()
-		var store deviceStat
+		d0, s0 := fs.Stat(b), w.j.Stats()
+		var store cardtest.Stat
 		var forced int64
 		n = 0
 		for b.Loop() {
@@ -207,13 +133,14 @@ func BenchmarkWear(b *testing.B) {
 				// log's writes it forces (what waits in the queue) are not
 				// the write's.
 				b.StopTimer()
-				before, ls := fs.stat(b), w.j.Stats().LogSyncs
+				before, ls := fs.Stat(b), w.j.Stats().LogSyncs
 				if err := w.j.syncStore(ctx); err != nil {
 					b.Fatal(err)
 				}
-				after := fs.stat(b)
-				store.bytes += after.bytes - before.bytes
-				store.flushes += after.flushes - before.flushes
+				after := fs.Stat(b)
+				d := after.Sub(before)
+				store.Bytes += d.Bytes
+				store.Flushes += d.Flushes
 				forced += w.j.Stats().LogSyncs - ls
 				b.StartTimer()
 			}
@@ -221,16 +148,16 @@ func BenchmarkWear(b *testing.B) {
 		s1 := w.j.Stats()
 		s1.LogSyncs -= forced
 		report(b, fs, n, "write", s0, s1, d0)
-		if fs.dev != "" {
-			b.ReportMetric(float64(store.bytes)/float64(n), "store-device-B/write")
+		if fs.Counted() {
+			b.ReportMetric(float64(store.Bytes)/float64(n), "store-device-B/write")
 		}
 	})
 	// An approval asked, approved, and its act.
 	b.Run("approval", func(b *testing.B) {
-		fs := newLoopFS(b)
-		w := startWear(b, fs.dir, Options{}, nil, "supervised")
+		fs := cardtest.Mount(b)
+		w := startWear(b, fs.Dir, Options{}, nil, "supervised")
 		defer w.close(b)
-		d0, s0 := fs.stat(b), w.j.Stats()
+		d0, s0 := fs.Stat(b), w.j.Stats()
 		n := 0
 		for b.Loop() {
 			n++
@@ -250,10 +177,10 @@ func BenchmarkWear(b *testing.B) {
 	})
 	// One sensor polled every 250 ms for 10 s, with nothing else going on.
 	b.Run("poll-250ms", func(b *testing.B) {
-		fs := newLoopFS(b)
-		w := startWear(b, fs.dir, Options{}, nil, "")
+		fs := cardtest.Mount(b)
+		w := startWear(b, fs.Dir, Options{}, nil, "")
 		defer w.close(b)
-		d0, s0 := fs.stat(b), w.j.Stats()
+		d0, s0 := fs.Stat(b), w.j.Stats()
 		n := 0
 		for b.Loop() {
 			t := time.NewTicker(250 * time.Millisecond)
@@ -272,16 +199,74 @@ func BenchmarkWear(b *testing.B) {
 
 // report gives the counts per operation: the log's fdatasyncs, the
 // store's, and the card's bytes and flushes.
-func report(b *testing.B, fs *loopFS, n int, unit string, s0, s1 Stats, d0 deviceStat) {
+func report(b *testing.B, fs *cardtest.FS, n int, unit string, s0, s1 Stats, d0 cardtest.Stat) {
 	b.Helper()
-	d1 := fs.stat(b)
+	d := fs.Stat(b).Sub(d0)
 	b.ReportMetric(float64(s1.LogSyncs-s0.LogSyncs)/float64(n), "log-fdatasync/"+unit)
 	b.ReportMetric(float64(2*(s1.StoreBatches-s0.StoreBatches))/float64(n), "store-fdatasync/"+unit)
 	b.ReportMetric(float64(s1.LogBytes-s0.LogBytes)/float64(n), "log-B/"+unit)
-	if fs.dev != "" {
-		b.ReportMetric(float64(d1.bytes-d0.bytes)/float64(n), "device-B/"+unit)
-		b.ReportMetric(float64(d1.flushes-d0.flushes)/float64(n), "device-flush/"+unit)
+	if fs.Counted() {
+		b.ReportMetric(float64(d.Bytes)/float64(n), "device-B/"+unit)
+		b.ReportMetric(float64(d.Flushes)/float64(n), "device-flush/"+unit)
 	} else {
-		b.Log(fs.note)
+		b.Log(fs.Why)
+	}
+}
+
+// BenchmarkWearSite runs the reference site for a minute of real time
+// (the card's own clocks, ext4's journal commits among them, do not run
+// faster): ten sensors polled every 5 s, their polls spread over the
+// interval, and one governed write a minute. The store is written once at
+// the end, as its interval would: a day is 1,440 such minutes, an upper
+// bound for the store, whose fixed cost a longer interval shares. One op
+// is one minute.
+func BenchmarkWearSite(b *testing.B) {
+	ctx := context.Background()
+	fs := cardtest.Mount(b)
+	age(b, fs.Dir, 36_000)
+	w := startWear(b, fs.Dir, Options{}, allowAll, "")
+	defer w.close(b)
+	if err := w.j.syncStore(ctx); err != nil {
+		b.Fatal(err)
+	}
+	sensors := [][2]string{{"tank-1", "level"}, {"flow-1", "rate"}, {"air-1", "temperature"}}
+	d0, s0 := fs.Stat(b), w.j.Stats()
+	minutes := 0
+	for b.Loop() {
+		minutes++
+		poll := time.NewTicker(500 * time.Millisecond) // ten sensors, one every 0.5 s: each every 5 s
+		write := time.NewTimer(30 * time.Second)
+		end := time.NewTimer(time.Minute)
+		for i, done := 0, false; !done; {
+			select {
+			case <-poll.C:
+				sn := sensors[i%len(sensors)]
+				i++
+				if _, err := w.e.Read(ctx, "bench", sn[0], sn[1]); err != nil {
+					b.Fatal(err)
+				}
+			case <-write.C:
+				obs, err := w.e.Do(ctx, runtime.Command{Principal: "mqtt:bench", Origin: "mqtt", RequestID: fmt.Sprintf("site-%d", minutes),
+					Device: "valve-1", Capability: "open", Value: value.Bool(minutes%2 == 1)})
+				if err != nil || obs.Kind != runtime.Acted {
+					b.Fatalf("the minute's write: %+v %v", obs, err)
+				}
+			case <-end.C:
+				done = true
+			}
+		}
+		poll.Stop()
+	}
+	if err := w.j.syncStore(ctx); err != nil {
+		b.Fatal(err)
+	}
+	d, s1 := fs.Stat(b).Sub(d0), w.j.Stats()
+	perDay := 1440 / float64(minutes)
+	b.ReportMetric(float64(s1.LogSyncs-s0.LogSyncs)*perDay, "log-fdatasync/day")
+	if fs.Counted() {
+		b.ReportMetric(float64(d.Bytes)*perDay/1e6, "device-MB/day")
+		b.ReportMetric(float64(d.Flushes)*perDay, "device-flush/day")
+	} else {
+		b.Log(fs.Why)
 	}
 }
