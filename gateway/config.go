@@ -212,7 +212,7 @@ type JournalConfig struct {
 	FlushInterval string `yaml:"flush_interval"`
 	// StoreInterval bounds how long the store (bbolt) lags the log: the
 	// log is written to it in the background this often, or sooner once
-	// 8192 events or 4MiB wait. Default 5m, at most 1h.
+	// 8192 events or 4MiB wait. Default 30m, at most 1h.
 	StoreInterval string `yaml:"store_interval"`
 }
 

@@ -1,6 +1,8 @@
 // Package journal is the durable witness of the runtime: a runtime.Journal
-// kept in one bbolt file in the state directory, hash-chained, group
-// committed, and recovered on start.
+// kept as an append-only log of hash-chained events (the durability path)
+// and one bbolt file written from it in the background (the store of
+// records, indexes and history), in the shape etcd keeps its WAL and its
+// backend. It is group committed, and recovered on start.
 //
 // # The file
 //
@@ -105,12 +107,58 @@
 // is whole and its event at that sequence still has the signed hash
 // (DB.Extends, shadowgate journal verify --checkpoint).
 //
+// # The log
+//
+// The events go first to the log: the directory shadowgate.wal beside the
+// store file (the store's name with .wal for .db), holding segment files
+// named by a 16-digit hexadecimal index, NNNNNNNNNNNNNNNN.seg, consecutive.
+// A segment starts with a 40-byte header
+//
+//	"SGWAL\x00\x01\x00" ‖ u64 index ‖ u64 first seq ‖ u64 size ‖ u32 0 ‖ u32 CRC
+//
+// where size is the length the file was made (a shorter file was
+// truncated) and CRC is CRC-32C (Castagnoli) of the 36 bytes before it.
+// Frames follow, one per group commit, each
+//
+//	u32 0x53474631 ‖ u32 len ‖ u64 first seq ‖ u32 count ‖ u8 codec ‖ 3 zero ‖ u32 CRC ‖ payload
+//
+// with CRC the CRC-32C of the segment's index (u64), the 24 header bytes
+// before it and the payload. codec 0 is the payload as it is, 1 is it
+// compressed with DEFLATE (RFC 1951). Uncompressed, the payload holds
+// count entries, each
+//
+//	uvarint len ‖ the event's stored value (as in the store, below) ‖ u8 flags ‖
+//	uvarint n ‖ n × (uvarint len ‖ JSON)
+//
+// with one JSON per record change of the event, in its order: the record
+// an opPut stores, empty for any other operation. Flag 1 marks a prune
+// (its events are deleted when the store applies it). A frame with count
+// 0 seals its segment: the next one follows. The first frame of a segment
+// holds its first seq, each next frame the seq after the last one before.
+// Integers are big-endian. Segments the store holds are kept (at most two)
+// to be reused under a new index; what they held before is no frame of
+// theirs, as its CRC names the old index.
+//
+// At open the log is read: a frame that fails its check with no valid
+// frame after it in its segment ends the log (a torn write of the last
+// segment is cut and logged); one with valid frames after it, a missing
+// segment, a truncated one, or a log that does not continue the store's
+// chain (a gap, another hash for a sequence both hold) makes the journal
+// corrupt, and nothing is acted on. The store is then brought up to date
+// from the log and the segments it holds are set aside.
+//
 // # Durability
 //
-// One writer goroutine commits every append. Sync commits (actuation
-// attempts, approvals, rules, mode changes) return once their batch is
-// fsync'd, and concurrent ones share a single fsync. Async commits
-// (readings, telemetry) return at once and are committed within
-// Options.FlushInterval. If a write fails the journal fails closed: every
-// later commit returns the error, and Err says why, until a restart.
+// One writer goroutine commits every append to the log: a frame and one
+// fdatasync per batch. Sync commits (actuation attempts, approvals,
+// rules, mode changes) return once their frame is durable, and concurrent
+// ones share a single fdatasync. Async commits (readings, telemetry)
+// return at once and ride with the next sync commit, or are written
+// within Options.FlushInterval. An event is served to readers (Events,
+// and so the console, MCP, MQTT) once it is durable, whether or not the
+// store holds it. The store is written by a second goroutine, every
+// Options.StoreInterval or sooner once enough waits, in one bbolt
+// transaction (two fdatasyncs); Load, Verify and Backup bring it up to the
+// log first. If a write fails the journal fails closed: every later
+// commit returns the error, and Err says why, until a restart.
 package journal

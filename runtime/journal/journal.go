@@ -78,9 +78,11 @@ type Options struct {
 	// Default 5s, as Home Assistant's recorder commits.
 	FlushInterval time.Duration
 	// StoreInterval bounds how long an event durable in the log waits to
-	// be written to the store (bbolt) in the background. Default 5m; the
-	// store is also written once StoreEvents events or StoreBytes bytes
-	// wait, and at Close. Readers never wait for it.
+	// be written to the store (bbolt) in the background. Default 30m: a
+	// store write costs the pages of every bucket it touches, and fewer
+	// of them spare the card. The store is also written once StoreEvents
+	// events or StoreBytes bytes wait, and at Close. Readers never wait
+	// for it.
 	StoreInterval time.Duration
 	// StoreEvents and StoreBytes bound what waits for the store. Default
 	// 8192 events and 4 MiB.
@@ -123,7 +125,7 @@ func (o *Options) setDefaults() {
 		o.FlushInterval = 5 * time.Second
 	}
 	if o.StoreInterval <= 0 {
-		o.StoreInterval = 5 * time.Minute
+		o.StoreInterval = 30 * time.Minute
 	}
 	if o.StoreEvents <= 0 {
 		o.StoreEvents = 8192

@@ -71,9 +71,9 @@ type wal struct {
 	// spares are segments the store holds, kept to be written over: a new
 	// file would be written whole with zeros first.
 	spares []string
-	buf     []byte
-	zbuf    bytes.Buffer
-	zw      *flate.Writer
+	buf    []byte
+	zbuf   bytes.Buffer
+	zw     *flate.Writer
 
 	// counts, for Stats and benchmarks
 	syncs, written int64
