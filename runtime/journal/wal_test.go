@@ -324,3 +324,41 @@ func TestAGovernedWriteIsTwoFdatasyncs(t *testing.T) {
 		t.Errorf("asked, approved and acted: %d fdatasyncs of the log, want 4", d)
 	}
 }
+
+// A journal written by the build before the log (everything in the bbolt
+// file, testdata/bbolt-only.db, written by commit 98aa26d) opens and goes
+// on: its chain and records verify, a start loads what it holds, new
+// events go to the log and then to the same file, and it verifies after.
+func TestAJournalWrittenBeforeTheLogOpens(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "bbolt-only.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := tempPath(t)
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j := open(t, path, Options{})
+	<-j.Verified()
+	if err := j.Err(); err != nil {
+		t.Fatalf("Err = %v", err)
+	}
+	snap, err := j.Load(t.Context())
+	if err != nil || len(snap.Approvals) != 1 || len(snap.Rules) != 1 || snap.Mode == nil || len(snap.Runs) != 1 || len(snap.Open) != 1 || len(snap.States) != 1 {
+		t.Fatalf("Load = %+v, %v; want the approval, rule, mode, run, open attempt and state it holds", snap, err)
+	}
+	last := snap.LastSeq
+	e := commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{}`), nil)
+	if e.Seq != last+1 {
+		t.Fatalf("the next event is %d, want %d", e.Seq, last+1)
+	}
+	if len(segments(t, path)) == 0 {
+		t.Error("the new event is not in a log segment")
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep := verifyCopy(t, path); !rep.OK || rep.Last != last+1 {
+		t.Fatalf("verify after = %s; want ok through %d", rep, last+1)
+	}
+}
