@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/shadowgate/shadowgate/internal/failpoint"
 )
@@ -52,6 +53,15 @@ type segment struct {
 	sealedNext bool  // its last frame names a successor
 }
 
+// room is how long the segment may grow: the size it was made, or def
+// for a file made without one.
+func (s *segment) room(def int64) int64 {
+	if s.prealloc > 0 {
+		return s.prealloc
+	}
+	return def
+}
+
 // logEntry is one event as the log holds it: the stored value of the
 // event (as in the store), the JSON of each record it puts, in the order
 // of its record changes, and its flags.
@@ -71,6 +81,10 @@ type wal struct {
 	// spares are segments the store holds, kept to be written over: a new
 	// file would be written whole with zeros first.
 	spares []string
+	// top is the highest index a segment or spare here has had: a new
+	// segment takes a higher one, so that what a reused file held before
+	// never passes its check (a frame's CRC names its segment's index).
+	top uint64
 	buf    []byte
 	zbuf   bytes.Buffer
 	zw     *flate.Writer
@@ -129,7 +143,12 @@ func openWAL(dir string, segSize int64, write bool) (*wal, scanned, error) {
 	for _, de := range names {
 		name := de.Name()
 		if strings.HasSuffix(name, ".spare") {
+			idx, err := strconv.ParseUint(strings.TrimSuffix(name, ".spare"), 16, 64)
+			if err != nil {
+				return nil, sc, &LogError{Segment: name, Err: errors.New("a file the log never writes")}
+			}
 			w.spares = append(w.spares, filepath.Join(dir, name))
+			w.top = max(w.top, idx)
 			continue
 		}
 		if !strings.HasSuffix(name, ".seg") {
@@ -140,6 +159,7 @@ func openWAL(dir string, segSize int64, write bool) (*wal, scanned, error) {
 			return nil, sc, &LogError{Segment: name, Err: errors.New("a file the log never writes")}
 		}
 		w.segs = append(w.segs, &segment{index: idx, path: filepath.Join(dir, name)})
+		w.top = max(w.top, idx)
 	}
 	slices.SortFunc(w.segs, func(a, b *segment) int { return compareU64(a.index, b.index) })
 	for i, s := range w.segs {
@@ -437,7 +457,7 @@ func (w *wal) append(first uint64, ents []logEntry) error {
 		if err := w.roll(first); err != nil {
 			return err
 		}
-	} else if s := w.segs[len(w.segs)-1]; s.end > segHeader && s.end+size+frameHead > max(s.prealloc, w.segSize) {
+	} else if s := w.segs[len(w.segs)-1]; s.end > segHeader && s.end+size+frameHead > s.room(w.segSize) {
 		// The successor first, then the seal that names it: a crash
 		// between leaves a segment that is not sealed, never a seal
 		// that names nothing.
@@ -522,9 +542,9 @@ func (w *wal) seal(s *segment, f *os.File) error {
 // journal, a card write of its own); its header is written and synced,
 // and the directory synced.
 func (w *wal) roll(first uint64) error {
-	idx := uint64(1)
-	if n := len(w.segs); n > 0 {
-		idx = w.segs[n-1].index + 1
+	idx := w.top + 1
+	if n := len(w.segs); n > 0 && w.segs[n-1].index+1 != idx {
+		return fmt.Errorf("starting a log segment: the last is %016x, but %016x was used", w.segs[n-1].index, w.top)
 	}
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
 		return fmt.Errorf("making the log: %w", err)
@@ -559,6 +579,7 @@ func (w *wal) roll(first uint64) error {
 	}
 	w.f = f
 	w.segs = append(w.segs, s)
+	w.top = idx
 	return nil
 }
 
@@ -582,21 +603,46 @@ func (w *wal) segmentFile(path string) (*os.File, int64, error) {
 		f.Close()
 		_ = os.Remove(path)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, 0, err
-	}
-	_ = preallocate(f, w.segSize) // the blocks together, where the file system can
-	zeros := make([]byte, 256<<10)
-	for off := int64(0); off < w.segSize; off += int64(len(zeros)) {
-		n := min(int64(len(zeros)), w.segSize-off)
-		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			f.Close()
+	// A disk without room for a whole segment gets a smaller one, down to
+	// minSegment: the journal goes on until it is truly full.
+	for size := w.segSize; ; size /= 4 {
+		f, err := w.zeroFile(path, size)
+		if err == nil {
+			return f, size, nil
+		}
+		if !errors.Is(err, syscall.ENOSPC) || size/4 < minSegment {
 			return nil, 0, err
 		}
 	}
-	w.written += w.segSize
-	return f, w.segSize, nil
+}
+
+// minSegment is the smallest segment made on a disk short of room.
+const minSegment = 64 << 10
+
+// zeroFile makes a file of size zeros at path.
+func (w *wal) zeroFile(path string, size int64) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// The blocks together, where the file system can; where it says there
+	// is no room, there is none.
+	if err := preallocate(f, size); errors.Is(err, syscall.ENOSPC) {
+		f.Close()
+		_ = os.Remove(path)
+		return nil, err
+	}
+	zeros := make([]byte, min(size, 256<<10))
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), size-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			f.Close()
+			_ = os.Remove(path)
+			return nil, err
+		}
+	}
+	w.written += size
+	return f, nil
 }
 
 // maxSpares is how many segments the store holds are kept to be reused.
