@@ -696,6 +696,7 @@ func (j *DB) verifyAtStart(ctx context.Context) {
 	default:
 		j.log.Info("journal verified", "events", r.Count, "records", r.Records, "took", time.Since(t0).Round(time.Millisecond))
 	}
+	j.releasePages() // what the check read is not kept resident
 }
 
 // Verified is closed once the check of the chain made at Open is done.

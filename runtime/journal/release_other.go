@@ -1,0 +1,6 @@
+//go:build !linux
+
+package journal
+
+// releasePages does nothing where madvise is not at hand.
+func (j *DB) releasePages() {}
