@@ -63,7 +63,7 @@ func Mount(tb testing.TB) *FS {
 		return &FS{Dir: tmp, Why: "cannot mount: " + out}
 	}
 	tb.Cleanup(func() {
-		_, _ = run("umount", mnt)
+		_, _ = run("umount", "--lazy", mnt)
 		_, _ = run("losetup", "-d", dev)
 	})
 	return &FS{Dir: mnt, dev: filepath.Base(dev)}
