@@ -84,10 +84,10 @@ type wal struct {
 	// top is the highest index a segment or spare here has had: a new
 	// segment takes a higher one, so that what a reused file held before
 	// never passes its check (a frame's CRC names its segment's index).
-	top uint64
-	buf    []byte
-	zbuf   bytes.Buffer
-	zw     *flate.Writer
+	top  uint64
+	buf  []byte
+	zbuf bytes.Buffer
+	zw   *flate.Writer
 
 	// counts, for Stats and benchmarks
 	syncs, written int64
