@@ -190,13 +190,24 @@ func replaceJournal(path, from string, lock *journal.DB, stdout, stderr io.Write
 		_ = os.Remove(tmp)
 		return fail(err)
 	}
+	stamp := ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
 	if _, err := os.Stat(path); err == nil {
-		kept := path + ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
+		kept := path + stamp
 		if err := os.Rename(path, kept); err != nil {
 			_ = os.Remove(tmp)
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "the journal it replaces is kept as %s\n", kept)
+	}
+	// The replaced journal's log goes with it: the copy's store does not
+	// continue it, and a start would find them disagree.
+	if logDir := journal.LogDir(path); dirExists(logDir) {
+		kept := logDir + stamp
+		if err := os.Rename(logDir, kept); err != nil {
+			_ = os.Remove(tmp)
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "its log is kept as %s\n", kept)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(err)
@@ -257,4 +268,9 @@ func chownLike(f *os.File, dir string) error {
 		return fmt.Errorf("giving the restored journal the state directory's owner: %w", err)
 	}
 	return nil
+}
+
+func dirExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }

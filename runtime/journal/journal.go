@@ -382,6 +382,10 @@ func ringCost(ev *runtime.Event) int { return len(ev.Body) + len(ev.Run) + len(e
 // the writer, so a slow disk cannot exhaust memory.
 const maxQueue = 65536
 
+// LogDir returns the directory of the log of the journal whose store is
+// at path: a restore keeps it with the store it replaces.
+func LogDir(path string) string { return walDir(path) }
+
 // Path returns the file of the journal in dir.
 func Path(dir string) string { return filepath.Join(dir, FileName) }
 
@@ -1288,6 +1292,14 @@ func (d *DB) Backup(w io.Writer) (int64, error) {
 	// event durable when the backup began, and needs no log beside it.
 	if err := d.syncStore(context.Background()); err != nil {
 		return 0, fmt.Errorf("backing up the journal: %w", err)
+	}
+	d.mu.Lock()
+	tail := d.opts.ReadOnly && d.committed > d.applied
+	d.mu.Unlock()
+	if tail {
+		// Read-only, the store cannot be brought up to the log, and a copy
+		// of the store alone would leave out what the log holds.
+		return 0, errors.New("backing up the journal: its log holds events the store does not yet (the gateway stopped without closing it): start the gateway once, or back it up while it runs")
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(d.path), ".backup-*")
 	if err != nil {

@@ -410,3 +410,35 @@ func TestAReusedSegmentHoldsNoOldFrames(t *testing.T) {
 		t.Fatalf("verify = %s, %v; want ok through %d", rep, err, total)
 	}
 }
+
+// A backup taken read-only of a journal whose log holds events the store
+// does not (the gateway was killed) is refused, saying why, rather than a
+// copy that leaves them out.
+func TestABackupLeavesNothingOut(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{})
+	fill(t, j, 9)
+	crash(t, j)
+	j = open(t, path, Options{ReadOnly: true})
+	var out strings.Builder
+	if _, err := j.Backup(&out); err == nil || !strings.Contains(err.Error(), "log holds events the store does not") {
+		t.Fatalf("Backup = %v; want refused", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = open(t, path, Options{}) // a start brings the store up to the log
+	<-j.Verified()
+	backup := filepath.Join(t.TempDir(), "copy.db")
+	f, err := os.Create(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Backup(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if rep := verifyCopy(t, backup); !rep.OK || rep.Last != 9 {
+		t.Fatalf("the copy = %s; want all 9 events", rep)
+	}
+}
