@@ -68,7 +68,8 @@ type Durability uint8
 
 const (
 	// Async commits may return before the entry is durable; the journal
-	// makes it durable soon (within about 100 ms) and in order. Readings and
+	// makes it durable with the next sync commit or within its flush
+	// interval (seconds, not milliseconds), and in order. Readings and
 	// telemetry use it.
 	Async Durability = iota
 	// Sync commits return only once the entry is durable. Actuation records,
