@@ -1179,6 +1179,7 @@ func (j *DB) distrust(err error) {
 	if j.failed == nil {
 		j.failed = &CorruptError{Path: j.path, Err: err}
 		j.log.Error("journal not trusted; actuations are refused until it is repaired", "path", j.path, "error", err)
+		j.tickStoreLocked() // who waits for the store learns it will not be written
 	}
 }
 
@@ -1294,7 +1295,7 @@ func (d *DB) Backup(w io.Writer) (int64, error) {
 		return 0, fmt.Errorf("backing up the journal: %w", err)
 	}
 	d.mu.Lock()
-	tail := d.opts.ReadOnly && d.committed > d.applied
+	tail := d.opts.ReadOnly && (d.committed > d.applied || d.logErr != nil)
 	d.mu.Unlock()
 	if tail {
 		// Read-only, the store cannot be brought up to the log, and a copy

@@ -98,6 +98,9 @@ func (j *DB) replay() error {
 		return &CorruptError{Path: j.path, Err: err}
 	}
 	j.wal = w
+	if sc.unstarted != "" {
+		j.log.Warn("journal log segment set aside: a crash cut its start short, before anything was written to it", "segment", sc.unstarted)
+	}
 	if sc.torn != nil {
 		if ro {
 			j.log.Warn("journal log ends in a torn write, which the next open cuts", "segment", sc.torn.Segment, "offset", sc.torn.Offset, "error", sc.torn.Err)
@@ -312,10 +315,15 @@ func (j *DB) applyStore() {
 	j.tickStore()
 }
 
-// tickStore tells those waiting for the store that it wrote.
+// tickStore tells those waiting for the store that it wrote, or that it
+// will not: the journal failed.
 func (j *DB) tickStore() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.tickStoreLocked()
+}
+
+func (j *DB) tickStoreLocked() {
 	close(j.storeTick)
 	j.storeTick = make(chan struct{})
 }

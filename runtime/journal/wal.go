@@ -122,6 +122,27 @@ type scanned struct {
 	entries []scannedEntry
 	// torn is the tail that was cut, if any: its segment and offset.
 	torn *LogError
+	// unstarted names a last segment whose start a crash cut short.
+	unstarted string
+}
+
+// unstarted reports whether s is a segment whose header was never
+// written: all zeros where it goes, or the header of the spare it was
+// renamed from (a lower index). Its frames, if any, are a spare's past.
+func unstarted(s *segment) bool {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	hdr := make([]byte, segHeader)
+	n, _ := io.ReadFull(f, hdr)
+	if allZero(hdr[:n]) {
+		return true
+	}
+	return n == segHeader && string(hdr[:8]) == segMagic &&
+		crc32.Checksum(hdr[:segHeader-4], crcTable) == binary.BigEndian.Uint32(hdr[segHeader-4:]) &&
+		binary.BigEndian.Uint64(hdr[8:]) < s.index
 }
 
 type scannedEntry struct {
@@ -167,6 +188,19 @@ func openWAL(dir string, segSize int64, write bool) (*wal, scanned, error) {
 			return nil, sc, &LogError{Segment: segName(w.segs[i-1].index + 1), Err: errors.New("the segment is missing (deleted)")}
 		}
 		last := i == len(w.segs)-1
+		if last && (i == 0 || !w.segs[i-1].sealedNext) && unstarted(s) {
+			// A roll a crash cut short: the file was made (or a spare
+			// renamed) but its header never written and synced, so no
+			// frame was ever written to it. It is set aside.
+			sc.unstarted = segName(s.index)
+			if write {
+				if err := os.Remove(s.path); err != nil {
+					return nil, sc, fmt.Errorf("removing an unstarted log segment: %w", err)
+				}
+			}
+			w.segs = w.segs[:i]
+			break
+		}
 		ents, torn, err := readSegment(s, last)
 		if err != nil {
 			return nil, sc, err
@@ -316,7 +350,7 @@ func readFrame(b []byte, segIndex, seq uint64) (int64, []logEntry, bool, error) 
 	case codecRaw:
 	case codecFlate:
 		var err error
-		raw, err = io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(payload)), 64<<20))
+		raw, err = io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(payload)), maxFrameRead))
 		if err != nil {
 			return 0, nil, false, fmt.Errorf("a frame's payload does not inflate: %w", err)
 		}
@@ -437,6 +471,39 @@ func decodeEntries(b []byte, count int) ([]logEntry, error) {
 // first, and makes it durable with one fdatasync. A frame that does not
 // fit the segment's room goes to a new one.
 func (w *wal) append(first uint64, ents []logEntry) error {
+	// A batch too big for one frame goes in several, made durable by
+	// one fdatasync after the last.
+	for len(ents) > 0 {
+		n, size := 0, 0
+		for n < len(ents) && (n == 0 || size+len(ents[n].value) <= maxFrameRaw) {
+			size += len(ents[n].value)
+			for _, js := range ents[n].js {
+				size += len(js)
+			}
+			n++
+		}
+		if err := w.appendFrame(first, ents[:n]); err != nil {
+			return err
+		}
+		first, ents = first+uint64(n), ents[n:]
+	}
+	if err := datasync(w.f); err != nil {
+		return fmt.Errorf("syncing the log: %w", err)
+	}
+	w.syncs++
+	return nil
+}
+
+// maxFrameRaw bounds the entries of one frame, before compression; a
+// frame of one entry may be bigger. maxFrameRead bounds what a frame may
+// inflate to when read.
+const (
+	maxFrameRaw  = 8 << 20
+	maxFrameRead = 1 << 30
+)
+
+// appendFrame writes one frame holding ents, unsynced.
+func (w *wal) appendFrame(first uint64, ents []logEntry) error {
 	raw := encodeEntries(w.buf[:0], ents)
 	w.buf = raw
 	payload, codec := raw, byte(codecRaw)
@@ -482,19 +549,15 @@ func (w *wal) append(first uint64, ents []logEntry) error {
 	frame = append(frame, codec, 0, 0, 0)
 	frame = binary.BigEndian.AppendUint32(frame, frameCRC(s.index, frame, payload))
 	frame = append(frame, payload...)
-	if err := w.write(s, frame); err != nil {
+	if err := w.writeTo(w.f, s, frame, false); err != nil {
 		return err
 	}
 	s.last = first + uint64(len(ents)) - 1
 	return nil
 }
 
-// write puts frame at the segment's end and fdatasyncs it.
-func (w *wal) write(s *segment, frame []byte) error {
-	return w.writeTo(w.f, s, frame)
-}
-
-func (w *wal) writeTo(f *os.File, s *segment, frame []byte) error {
+// writeTo puts frame at the segment's end, and with sync fdatasyncs it.
+func (w *wal) writeTo(f *os.File, s *segment, frame []byte, sync bool) error {
 	at := s.end
 	if failpoint.Enabled {
 		// A crash here leaves half a frame: a torn write.
@@ -511,11 +574,14 @@ func (w *wal) writeTo(f *os.File, s *segment, frame []byte) error {
 		return fmt.Errorf("writing the log: %w", err)
 	}
 	w.written += int64(len(frame))
+	s.end = at + int64(len(frame))
+	if !sync {
+		return nil
+	}
 	if err := datasync(f); err != nil {
 		return fmt.Errorf("syncing the log: %w", err)
 	}
 	w.syncs++
-	s.end = at + int64(len(frame))
 	return nil
 }
 
@@ -529,7 +595,7 @@ func (w *wal) seal(s *segment, f *os.File) error {
 	frame = binary.BigEndian.AppendUint32(frame, 0)
 	frame = append(frame, 0, 0, 0, 0)
 	frame = binary.BigEndian.AppendUint32(frame, frameCRC(s.index, frame, nil))
-	if err := w.writeTo(f, s, frame); err != nil {
+	if err := w.writeTo(f, s, frame, true); err != nil {
 		return err
 	}
 	s.sealedNext = true
@@ -546,8 +612,14 @@ func (w *wal) roll(first uint64) error {
 	if n := len(w.segs); n > 0 && w.segs[n-1].index+1 != idx {
 		return fmt.Errorf("starting a log segment: the last is %016x, but %016x was used", w.segs[n-1].index, w.top)
 	}
-	if err := os.MkdirAll(w.dir, 0o700); err != nil {
-		return fmt.Errorf("making the log: %w", err)
+	if _, err := os.Stat(w.dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(w.dir, 0o700); err != nil {
+			return fmt.Errorf("making the log: %w", err)
+		}
+		// The directory's own entry survives a power cut too.
+		if err := syncDir(filepath.Dir(w.dir)); err != nil {
+			return fmt.Errorf("making the log: %w", err)
+		}
 	}
 	s := &segment{index: idx, path: filepath.Join(w.dir, segName(idx)), first: first, last: first - 1, end: segHeader}
 	f, size, err := w.segmentFile(s.path)
@@ -570,6 +642,7 @@ func (w *wal) roll(first uint64) error {
 	}
 	if err != nil {
 		f.Close()
+		_ = os.Remove(s.path) // never started: no frame is in it
 		return fmt.Errorf("starting a log segment: %w", err)
 	}
 	w.syncs += 2

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -440,5 +441,76 @@ func TestABackupLeavesNothingOut(t *testing.T) {
 	f.Close()
 	if rep := verifyCopy(t, backup); !rep.OK || rep.Last != 9 {
 		t.Fatalf("the copy = %s; want all 9 events", rep)
+	}
+}
+
+// A crash while a new segment is made (its zeros written, its header not
+// yet, or a spare renamed and its header not yet rewritten) is a crash,
+// not damage: the segment is set aside and every event the log held
+// before it is there.
+func TestACrashWhileASegmentStartsIsNoDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, path string, segs []string) string
+	}{
+		{"zeros, no header", func(t *testing.T, path string, segs []string) string {
+			return string(make([]byte, 64<<10))
+		}},
+		{"a spare's header", func(t *testing.T, path string, segs []string) string {
+			b, err := os.ReadFile(segs[len(segs)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tempPath(t)
+			j := open(t, path, Options{})
+			fill(t, j, 6)
+			crash(t, j)
+			segs := segments(t, path)
+			last := filepath.Base(segs[len(segs)-1])
+			idx, err := strconv.ParseUint(strings.TrimSuffix(last, ".seg"), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := filepath.Join(walDir(path), segName(idx+1))
+			if err := os.WriteFile(next, []byte(tc.make(t, path, segs)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j = open(t, path, Options{})
+			<-j.Verified()
+			if err := j.Err(); err != nil {
+				t.Fatalf("Err = %v", err)
+			}
+			if e := commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{}`), nil); e.Seq != 7 {
+				t.Fatalf("the next event is %d, want 7", e.Seq)
+			}
+		})
+	}
+}
+
+// A batch bigger than a frame holds is written as several frames, made
+// durable together, and read back whole.
+func TestABigBatchIsReadBackWhole(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x.wal")
+	w := &wal{dir: dir, segSize: 64 << 20}
+	var ents []logEntry
+	for i := range 40 {
+		ev := runtime.Event{Seq: uint64(i + 1), Kind: runtime.KindObserved, Body: []byte(`{"pad":"` + strings.Repeat(rand.Text(), 1<<13) + `"}`)}
+		v, _ := encodeEvent(&ev, nil, hash{})
+		ents = append(ents, logEntry{value: v})
+	}
+	if err := w.append(1, ents); err != nil {
+		t.Fatal(err)
+	}
+	if w.syncs != 3 { // the segment's header and directory, then the batch
+		t.Errorf("%d syncs, want 3", w.syncs)
+	}
+	w.close()
+	_, sc, err := openWAL(dir, 64<<20, false)
+	if err != nil || len(sc.entries) != 40 || sc.torn != nil {
+		t.Fatalf("read back %d entries, torn %v, %v; want 40", len(sc.entries), sc.torn, err)
 	}
 }

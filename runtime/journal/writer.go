@@ -125,6 +125,7 @@ func (j *DB) flushOnce() {
 			j.failed = &WriteError{First: first, Last: last, Path: j.path, Err: err}
 			j.log.Error("journal write failed; actuations are refused until a restart", "path", j.path, "error", err)
 		}
+		j.tickStoreLocked() // who waits for the store learns it will not be written
 		f.err = j.failed
 		// What was never written must not be served as if it were.
 		for len(j.ring) > 0 && j.ring[len(j.ring)-1].Seq > j.committed {
