@@ -145,7 +145,11 @@
 // segment, a truncated one, or a log that does not continue the store's
 // chain (a gap, another hash for a sequence both hold) makes the journal
 // corrupt, and nothing is acted on. The store is then brought up to date
-// from the log and the segments it holds are set aside.
+// from the log and the segments it holds are set aside. Not found at open:
+// a log deleted whole, or its newest frames removed or altered, after a
+// crash left events in it that the store does not hold; the store does not
+// record how far the log went. A signed checkpoint published off the
+// device covers what it signed.
 //
 // # Durability
 //
