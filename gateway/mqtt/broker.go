@@ -364,13 +364,15 @@ type hook struct {
 	b *Broker
 	// admitted holds the clients OnConnect let in, for OnConnectAuthenticate.
 	admitted sync.Map // *mochi.Client -> struct{}
+	retain   retainOrder
 }
 
 func (h *hook) ID() string { return "shadowgate" }
 
 func (h *hook) Provides(b byte) bool {
 	return bytes.Contains([]byte{mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnSessionEstablished,
-		mochi.OnACLCheck, mochi.OnPublish, mochi.OnPacketSent, mochi.OnPacketRead}, []byte{b})
+		mochi.OnACLCheck, mochi.OnPublish, mochi.OnPacketSent, mochi.OnPacketRead,
+		mochi.OnWill, mochi.OnRetainMessage, mochi.OnPacketProcessed}, []byte{b})
 }
 
 // clientUser is who a connected client is: its user, or the anonymous role.
@@ -516,6 +518,12 @@ func (h *hook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 // OnPublish takes the command topics: each publish there is a governed
 // run, answered with a reply, and never delivered to subscribers.
 func (h *hook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	out, err := h.onPublish(cl, pk)
+	h.retain.retaining(cl, err == nil && out.FixedHeader.Retain && !out.Ignore, h.retainAvailable())
+	return out, err
+}
+
+func (h *hook) onPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
 	b := h.b
 	if cl.Net.Inline {
 		return pk, nil

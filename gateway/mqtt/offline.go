@@ -98,8 +98,10 @@ func (b *Broker) sayOffline() {
 	}
 }
 
-// OnPacketSent tells a stop's offlineWatch what was written.
+// OnPacketSent tells retainOrder of a SUBACK, and a stop's offlineWatch
+// what was written.
 func (h *hook) OnPacketSent(cl *mochi.Client, pk packets.Packet, _ []byte) {
+	h.retain.suback(cl, pk)
 	if w := h.b.offline.Load(); w != nil {
 		w.sent(cl, pk)
 	}

@@ -367,10 +367,13 @@ func TestAJournalWrittenBeforeTheLogOpens(t *testing.T) {
 	if err != nil || len(snap.Approvals) != 1 || len(snap.Rules) != 1 || snap.Mode == nil || len(snap.Runs) != 1 || len(snap.Open) != 1 || len(snap.States) != 1 {
 		t.Fatalf("Load = %+v, %v; want the approval, rule, mode, run, open attempt and state it holds", snap, err)
 	}
+	// The retention pass that starts once the chain is verified may delete
+	// the file's expired session with an event of its own, before or after
+	// this one: the new event follows the loaded ones either way.
 	last := snap.LastSeq
 	e := commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{}`), nil)
-	if e.Seq != last+1 {
-		t.Fatalf("the next event is %d, want %d", e.Seq, last+1)
+	if e.Seq <= last || e.Seq > last+2 {
+		t.Fatalf("the next event is %d, want it to follow %d", e.Seq, last)
 	}
 	if len(segments(t, path)) == 0 {
 		t.Error("the new event is not in a log segment")
@@ -378,8 +381,8 @@ func TestAJournalWrittenBeforeTheLogOpens(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if rep := verifyCopy(t, path); !rep.OK || rep.Last != last+1 {
-		t.Fatalf("verify after = %s; want ok through %d", rep, last+1)
+	if rep := verifyCopy(t, path); !rep.OK || rep.Last < e.Seq || rep.Last > last+2 {
+		t.Fatalf("verify after = %s; want ok through %d", rep, e.Seq)
 	}
 }
 
