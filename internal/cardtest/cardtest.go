@@ -32,16 +32,29 @@ func (f *FS) Counted() bool { return f.dev != "" }
 func Mount(tb testing.TB) *FS {
 	tb.Helper()
 	tmp := tb.TempDir()
-	if os.Geteuid() != 0 {
-		return &FS{Dir: tmp, Why: "not root: no device counts"}
+	return mount(tb, tmp, filepath.Join(tmp, "card"))
+}
+
+// MountAt is Mount on a new directory dir, so that what is written below
+// it is counted apart from what is written beside it. Where no card can
+// be made, dir is a plain directory.
+func MountAt(tb testing.TB, dir string) *FS {
+	tb.Helper()
+	return mount(tb, tb.TempDir(), dir)
+}
+
+func mount(tb testing.TB, tmp, mnt string) *FS {
+	tb.Helper()
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		tb.Fatal(err)
 	}
-	img, mnt := filepath.Join(tmp, "card.img"), filepath.Join(tmp, "card")
+	if os.Geteuid() != 0 {
+		return &FS{Dir: mnt, Why: "not root: no device counts"}
+	}
+	img := filepath.Join(tmp, "card.img")
 	run := func(name string, args ...string) (string, error) {
 		out, err := exec.Command(name, args...).CombinedOutput()
 		return strings.TrimSpace(string(out)), err
-	}
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		tb.Fatal(err)
 	}
 	f, err := os.Create(img)
 	if err == nil {
@@ -52,15 +65,15 @@ func Mount(tb testing.TB) *FS {
 		tb.Fatalf("making the card's image: %v", err)
 	}
 	if out, err := run("mkfs.ext4", "-q", "-F", img); err != nil {
-		return &FS{Dir: tmp, Why: "no mkfs.ext4: " + out}
+		return &FS{Dir: mnt, Why: "no mkfs.ext4: " + out}
 	}
 	dev, err := run("losetup", "-f", "--show", img)
 	if err != nil {
-		return &FS{Dir: tmp, Why: "no loop device: " + dev}
+		return &FS{Dir: mnt, Why: "no loop device: " + dev}
 	}
 	if out, err := run("mount", "-o", "noatime", dev, mnt); err != nil {
 		_, _ = run("losetup", "-d", dev)
-		return &FS{Dir: tmp, Why: "cannot mount: " + out}
+		return &FS{Dir: mnt, Why: "cannot mount: " + out}
 	}
 	tb.Cleanup(func() {
 		_, _ = run("umount", "--lazy", mnt)

@@ -145,11 +145,19 @@
 // segment, a truncated one, or a log that does not continue the store's
 // chain (a gap, another hash for a sequence both hold) makes the journal
 // corrupt, and nothing is acted on. The store is then brought up to date
-// from the log and the segments it holds are set aside. Not found at open:
-// a log deleted whole, or its newest frames removed or altered, after a
-// crash left events in it that the store does not hold; the store does not
-// record how far the log went. A signed checkpoint published off the
-// device covers what it signed.
+// from the log and the segments it holds are set aside.
+//
+// The store's meta key "log" (u64) names the segment a running gateway
+// started its log with; it is set before anything is written to that
+// segment, and deleted once the store holds the whole log, before the
+// log is removed (a clean stop; a start). While it is set, the log must
+// hold that segment or a later one: a log deleted after a stop that left
+// events in it, whole or all its segments, makes the journal corrupt.
+// A backup's copy has no such key: it holds every event, and no log goes
+// with it. Not found at open: the newest frames of the last segment
+// removed or altered after such a stop, which look like a torn write; the
+// store does not record how far the log went. A signed checkpoint
+// published off the device covers what it signed.
 //
 // # Durability
 //

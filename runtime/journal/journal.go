@@ -535,7 +535,10 @@ func (j *DB) init() error {
 		return err
 	}
 	j.applied = j.committed // adopt writes to the store directly
-	return j.index()
+	if err := j.index(); err != nil {
+		return err
+	}
+	return j.startLog()
 }
 
 // index builds the indexes again if the file's head is not the one they
@@ -1312,6 +1315,9 @@ func (d *DB) Backup(w io.Writer) (int64, error) {
 		_, err := tx.WriteTo(tmp)
 		return err
 	})
+	if err == nil {
+		err = forgetLog(tmp)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("backing up the journal: %w", err)
 	}
@@ -1323,4 +1329,26 @@ func (d *DB) Backup(w io.Writer) (int64, error) {
 		return n, fmt.Errorf("backing up the journal: %w", err)
 	}
 	return n, nil
+}
+
+// forgetLog clears kLog in a copy of the store: the copy holds every
+// event, and no log goes with it.
+func forgetLog(f *os.File) error {
+	db, err := bolt.Open(f.Name(), 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true})
+	if err != nil {
+		return fmt.Errorf("opening the copy: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if m := tx.Bucket(bMeta); m != nil && m.Get(kLog) != nil {
+			return m.Delete(kLog)
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("the copy's log mark: %w", err)
+	}
+	return nil
 }

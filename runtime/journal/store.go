@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,6 +99,18 @@ func (j *DB) replay() error {
 		return &CorruptError{Path: j.path, Err: err}
 	}
 	j.wal = w
+	mark, err := j.logMark()
+	if err != nil {
+		return err
+	}
+	if mark != 0 && !w.holdsFrom(mark) {
+		err := &LogError{Segment: segName(mark), Err: errors.New("the store expects the log to go on in this segment or a later one, and the log holds none of them: the gateway stopped without closing its journal, and the log was deleted since")}
+		if ro {
+			j.logErr = err
+			return nil
+		}
+		return &CorruptError{Path: j.path, Err: err}
+	}
 	if sc.unstarted != "" {
 		j.log.Warn("journal log segment set aside: a crash cut its start short, before anything was written to it", "segment", sc.unstarted)
 	}
@@ -167,10 +180,68 @@ func (j *DB) replay() error {
 	}
 	j.pruneNext = nil // chosen again at the next write
 	j.applied = j.committed
+	// The store holds the whole log: it no longer expects it, and then
+	// it goes. startLog starts the next.
+	if mark != 0 {
+		if err := j.setLogMark(0); err != nil {
+			return err
+		}
+	}
 	if _, err := w.removeThrough(j.applied, true); err != nil {
 		j.log.Warn("journal log segments not removed", "error", err)
 	}
 	return nil
+}
+
+// kLog, in the meta bucket, is the index of the log segment a running
+// gateway started its log with. While it is set, the log holds that
+// segment or a later one: a start that finds none of them fails closed,
+// where it would otherwise lose, without a word, what a deleted log held
+// past the store. It is set once the segment's header is durable, before
+// anything is written to it, and cleared once the store holds the whole
+// log, before the log is removed: at a clean stop, and at a start.
+var kLog = []byte("log")
+
+// logMark returns kLog, 0 if it is not set.
+func (j *DB) logMark() (uint64, error) {
+	var mark uint64
+	err := j.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bMeta).Get(kLog)
+		switch {
+		case v == nil:
+		case len(v) != 8:
+			return &CorruptError{Path: j.path, Err: fmt.Errorf("meta/log is %d bytes, not 8", len(v))}
+		default:
+			mark = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return mark, err
+}
+
+// setLogMark sets kLog, or clears it with 0, durably.
+func (j *DB) setLogMark(index uint64) error {
+	err := j.update(func(tx *bolt.Tx) error {
+		if index == 0 {
+			return tx.Bucket(bMeta).Delete(kLog)
+		}
+		return tx.Bucket(bMeta).Put(kLog, binary.BigEndian.AppendUint64(nil, index))
+	})
+	if err != nil {
+		return fmt.Errorf("noting the journal's log in its store: %w", err)
+	}
+	return nil
+}
+
+// startLog starts the log's first segment at open, and notes it in the
+// store before anything is written to it.
+func (j *DB) startLog() error {
+	j.walMu.Lock()
+	defer j.walMu.Unlock()
+	if err := j.wal.roll(j.next); err != nil {
+		return fmt.Errorf("opening the journal's log: %w", err)
+	}
+	return j.setLogMark(j.wal.top)
 }
 
 // storeWriter is the store's only writing goroutine: it writes what the
@@ -221,10 +292,17 @@ func (j *DB) storeWriter() {
 			clean := j.failed == nil && len(j.unapplied) == 0
 			applied := j.applied
 			j.mu.Unlock()
-			if clean {
-				if _, err := j.wal.removeThrough(applied, true); err != nil {
-					j.log.Warn("journal log segments not removed", "error", err)
-				}
+			if !clean {
+				return
+			}
+			// The store holds the whole log: it no longer expects it,
+			// and then it goes.
+			if err := j.setLogMark(0); err != nil {
+				j.log.Warn("journal log kept: the store could not be told it holds it all", "error", err)
+				return
+			}
+			if _, err := j.wal.removeThrough(applied, true); err != nil {
+				j.log.Warn("journal log segments not removed", "error", err)
 			}
 			return
 		}

@@ -171,7 +171,7 @@ func (j *DB) verify(ctx context.Context) (store.Report, map[string]bool, error) 
 }
 
 // metaKeys are the keys the meta bucket may hold.
-var metaKeys = map[string]bool{string(kSchema): true, string(kHead): true, string(kAnchor): true, string(kBytes): true, string(kIndexed): true}
+var metaKeys = map[string]bool{string(kSchema): true, string(kHead): true, string(kAnchor): true, string(kBytes): true, string(kIndexed): true, string(kLog): true}
 
 // checkMeta names meta keys nobody writes, and a byte count that does not
 // match the events stored.

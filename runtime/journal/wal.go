@@ -758,6 +758,11 @@ func (w *wal) removeThrough(seq uint64, all bool) (int, error) {
 	return n, nil
 }
 
+// holdsFrom reports whether the log holds segment index or a later one.
+func (w *wal) holdsFrom(index uint64) bool {
+	return len(w.segs) > 0 && w.segs[len(w.segs)-1].index >= index
+}
+
 func (w *wal) close() error {
 	if w == nil || w.f == nil {
 		return nil

@@ -72,7 +72,8 @@ func TestTheStoreIsBroughtUpToTheLog(t *testing.T) {
 	if h := storeHead(t, path); h >= 31 {
 		t.Fatalf("the store holds up to %d before the open: the test shows nothing", h)
 	}
-	if len(segments(t, path)) == 0 {
+	before := segments(t, path)
+	if len(before) == 0 {
 		t.Fatal("no log segment after a crash")
 	}
 	j = open(t, path, Options{})
@@ -85,8 +86,9 @@ func TestTheStoreIsBroughtUpToTheLog(t *testing.T) {
 	if h != 31 {
 		t.Fatalf("after the open the store holds up to %d, want 31", h)
 	}
-	if s := segments(t, path); len(s) != 0 {
-		t.Errorf("segments left after the store holds them: %q", s)
+	// What is left is the segment the open started, and nothing in it.
+	if s := segments(t, path); len(s) != 1 || slices.Contains(before, s[0]) || j.wal.segs[0].last != 31 {
+		t.Errorf("segments after the store holds them: %q (before the open: %q); want only a new one, empty", s, before)
 	}
 	snap, err := j.Load(t.Context())
 	if err != nil || len(snap.Open) != 1 || snap.LastSeq != 31 {
@@ -516,4 +518,62 @@ func TestABigBatchIsReadBackWhole(t *testing.T) {
 	if err != nil || len(sc.entries) != 40 || sc.torn != nil {
 		t.Fatalf("read back %d entries, torn %v, %v; want 40", len(sc.entries), sc.torn, err)
 	}
+}
+
+// A log deleted while the gateway was down, after a stop that left events
+// in it the store does not hold, fails the start closed, naming the
+// segment the store expects: it does not lose them without a word. The
+// same deletion after a clean stop loses nothing and is no damage.
+func TestADeletedLogFailsClosed(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		delete func(t *testing.T, path string)
+	}{
+		{"the whole log", func(t *testing.T, path string) {
+			if err := os.RemoveAll(walDir(path)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"its segments, not its spares", func(t *testing.T, path string) {
+			for _, s := range segments(t, path) {
+				if err := os.Remove(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := tempPath(t)
+			j := open(t, path, Options{})
+			fill(t, j, 20)
+			crash(t, j)
+			c.delete(t, path)
+			_, err := Open(path, Options{})
+			var ce *CorruptError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), "the log was deleted") || !strings.Contains(err.Error(), ".seg") {
+				t.Fatalf("open after the log was deleted: %v; want a *CorruptError naming the segment", err)
+			}
+			if rep := verifyCopy(t, path); rep.OK {
+				t.Errorf("verify after the log was deleted = %s, want not ok", rep)
+			}
+		})
+	}
+	t.Run("after a clean stop", func(t *testing.T) {
+		path := tempPath(t)
+		j := open(t, path, Options{})
+		fill(t, j, 20)
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(walDir(path)); err != nil {
+			t.Fatal(err)
+		}
+		j = open(t, path, Options{})
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if rep := verifyCopy(t, path); !rep.OK || rep.Last != 20 {
+			t.Errorf("verify = %s, want ok through 20", rep)
+		}
+	})
 }
