@@ -23,9 +23,12 @@ import (
 // nor a publish a subscriber.
 //
 // Two retains the library makes on its own pass no hook first and are not
-// ordered: its $SYS topics, every SysTopicResendInterval, and the will of
-// an MQTT 5 client that asked for it to be delayed. Each sets a mark to the
-// same topic name it held, or to a new one.
+// ordered: its $SYS topics, every SysTopicResendInterval, which set each
+// mark to the constant name it held; and the retained will of an MQTT 5
+// client that asked for it to be delayed, which may set a mark or clear
+// it, and so still races with a search as the library does. Both spans
+// balance only because this is the broker's one hook: another that
+// rejected a publish or changed a will after it would leave mu held.
 type retainOrder struct {
 	mu sync.RWMutex
 	// writing and searching hold the clients whose publish or SUBSCRIBE

@@ -151,8 +151,9 @@
 // started its log with; it is set before anything is written to that
 // segment, and deleted once the store holds the whole log, before the
 // log is removed (a clean stop; a start). While it is set, the log must
-// hold that segment or a later one: a log deleted after a stop that left
-// events in it, whole or all its segments, makes the journal corrupt.
+// hold that segment or a later one: a log deleted, whole or all its
+// segments, after any stop that did not close the journal makes it
+// corrupt, whether or not the store already held all it said.
 // A backup's copy has no such key: it holds every event, and no log goes
 // with it. Not found at open: the newest frames of the last segment
 // removed or altered after such a stop, which look like a torn write; the

@@ -101,10 +101,14 @@ func (j *DB) replay() error {
 	j.wal = w
 	mark, err := j.logMark()
 	if err != nil {
+		if ro {
+			j.logErr = err
+			return nil
+		}
 		return err
 	}
 	if mark != 0 && !w.holdsFrom(mark) {
-		err := &LogError{Segment: segName(mark), Err: errors.New("the store expects the log to go on in this segment or a later one, and the log holds none of them: the gateway stopped without closing its journal, and the log was deleted since")}
+		err := &LogError{Segment: segName(mark), Err: errors.New("the store expects the log to go on in this segment or a later one, and the log holds none of them: the gateway stopped without closing its journal and the log was deleted since, or this file is a copy taken without its log (shadowgate journal backup makes one that needs none); what the log held past the store is lost, and a verified backup is the way back")}
 		if ro {
 			j.logErr = err
 			return nil
@@ -206,7 +210,11 @@ var kLog = []byte("log")
 func (j *DB) logMark() (uint64, error) {
 	var mark uint64
 	err := j.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bMeta).Get(kLog)
+		m := tx.Bucket(bMeta)
+		if m == nil {
+			return nil // a file whose first open stopped before it was made
+		}
+		v := m.Get(kLog)
 		switch {
 		case v == nil:
 		case len(v) != 8:

@@ -577,3 +577,23 @@ func TestADeletedLogFailsClosed(t *testing.T) {
 		}
 	})
 }
+
+// A file whose first open stopped before its buckets were made opens
+// read-only (verify, export, restore's lock) as it did before the log.
+func TestAFileWithoutBucketsOpensReadOnly(t *testing.T) {
+	path := tempPath(t)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a file without buckets: %v", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
