@@ -26,11 +26,13 @@ var durable = map[string]bool{"update": true, "Update": true, "Batch": true, "Co
 // exempt are the functions that make something durable without a
 // failpoint, and why none is needed.
 var exempt = map[string]string{
-	"runtime/journal.(*DB).init":   "creates the buckets when the journal opens, before anything is accepted: a crash leaves a file the next open prepares again",
-	"runtime/journal.(*DB).adopt":  "upgrades a schema 1 file in one transaction when it opens, before anything is accepted",
-	"runtime/journal.(*DB).index":  "builds the indexes, derived from the records, in one transaction when the journal opens, before anything is accepted: a crash leaves the old head, and the next open builds them again",
-	"runtime/journal.(*DB).update": "is the transaction itself; its callers carry the failpoints",
-	"runtime.(*Engine).commit":     "hands every entry to the journal, whose group commit carries the failpoints (journal:commit:*)",
+	"runtime/journal.(*DB).init":       "creates the buckets when the journal opens, before anything is accepted: a crash leaves a file the next open prepares again",
+	"runtime/journal.(*DB).adopt":      "upgrades a schema 1 file in one transaction when it opens, before anything is accepted",
+	"runtime/journal.(*DB).index":      "builds the indexes, derived from the records, in one transaction when the journal opens, before anything is accepted: a crash leaves the old head, and the next open builds them again",
+	"runtime/journal.(*DB).update":     "is the transaction itself; its callers carry the failpoints",
+	"runtime.(*Engine).commit":         "hands every entry to the journal, whose group commit carries the failpoints (journal:commit:*)",
+	"runtime/journal.(*DB).setLogMark": "sets or clears the store's log mark in one transaction, when the journal opens before anything is accepted, or at a clean stop after the last write: a crash on either side of it leaves a log the next open takes (TestADeletedLogFailsClosed, the crash matrix's remove and store rows)",
+	"runtime/journal.forgetLog":        "writes the backup's own temporary copy, not the journal: a crash leaves a file nobody reads",
 }
 
 // writePath are the packages whose durable steps must each have a failpoint.
