@@ -55,13 +55,15 @@ func TestServeFailsClosedOnATamperedJournal(t *testing.T) {
 		{"garbage record", func(tx *bolt.Tx) error {
 			return tx.Bucket([]byte("runs")).Put([]byte("run-x"), []byte("\xff\xfe not json"))
 		}, "runs/run-x"},
-		{"flipped body", func(tx *bolt.Tx) error {
+		{"flipped byte in the events", func(tx *bolt.Tx) error {
+			// The store keeps the events in compressed blocks: a byte
+			// flipped in the first names the block from event 1.
 			b := tx.Bucket([]byte("journal"))
 			k, v := b.Cursor().First()
 			v = append([]byte(nil), v...)
 			v[len(v)-70] ^= 0x20
 			return b.Put(k, v)
-		}, "breaks at seq 1"},
+		}, "the block of events from 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -235,7 +235,11 @@ func (j *DB) Extends(ctx context.Context, c Checkpoint) (bool, string, error) {
 			why = fmt.Sprintf("event %d was pruned from this copy (it starts at %d): take a newer checkpoint", c.Size, r.First)
 			return nil
 		}
-		d, err := decodeEvent(tx.Bucket(bJournal).Get(seqKey(c.Size)))
+		v, err := newHistory(tx).get(c.Size)
+		var d decoded
+		if err == nil {
+			d, err = decodeEvent(v)
+		}
 		if err != nil {
 			why = fmt.Sprintf("event %d cannot be read: %v", c.Size, err)
 			return nil
@@ -261,10 +265,13 @@ func (j *DB) CheckCheckpoints(ctx context.Context, vkey string) (int, []string, 
 	n := 0
 	var bad []string
 	err := j.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bJournal).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+		h, signed := newHistory(tx), newHistory(tx)
+		for _, v, err := h.first(); err != nil || v != nil; _, v, err = h.next() {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if err != nil {
+				continue // verify names what cannot be read
 			}
 			d, err := decodeEvent(v)
 			if err != nil || d.ev.Kind != runtime.KindCheckpoint {
@@ -276,11 +283,14 @@ func (j *DB) CheckCheckpoints(ctx context.Context, vkey string) (int, []string, 
 				bad = append(bad, fmt.Sprintf("checkpoint event %d: %v", d.ev.Seq, err))
 				continue
 			}
-			sv := tx.Bucket(bJournal).Get(seqKey(cp.Size))
-			if sv == nil {
+			sv, err := signed.get(cp.Size)
+			if err == nil && sv == nil {
 				continue // pruned since
 			}
-			sd, err := decodeEvent(sv)
+			var sd decoded
+			if err == nil {
+				sd, err = decodeEvent(sv)
+			}
 			if err != nil || sd.hash.String() != cp.Hash {
 				bad = append(bad, fmt.Sprintf("checkpoint event %d signed event %d with hash %s, which now has another: the journal was re-chained", d.ev.Seq, cp.Size, cp.Hash))
 			}

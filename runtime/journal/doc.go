@@ -11,7 +11,7 @@
 // pid file written beside it, the process that holds it. Every subsystem
 // shares the file through its own buckets:
 //
-//	journal    events, key = big-endian uint64 sequence
+//	journal    events, key = big-endian uint64 sequence (of a block, its first)
 //	effects    actuation attempts, key = idempotency key
 //	approvals  approvals, key = id
 //	rules      rules, key = id
@@ -87,15 +87,39 @@
 //	32   SHA-256 of the record's JSON (zero for delete)
 //
 // u64 and i64 are 8 bytes big-endian (i64 in two's complement); str is a
-// u32 big-endian byte length followed by the bytes. An outside tool can
-// re-verify the chain from this alone: walk the journal bucket in key order,
-// check that each key equals the seq inside, that prev equals the hash of
-// the event before (or the anchor), and that hash is as above.
+// u32 big-endian byte length followed by the bytes.
 //
-// Retention deletes the oldest events. The last one deleted is kept as meta
-// "anchor" (u64 seq ‖ 32-byte hash): the first event left must follow it.
-// meta "head" (the same layout) names the newest event, so a truncated tail
-// is found too. meta "bytes" counts the bytes of the events stored.
+// The store writes its events in blocks (a file written before blocks
+// keeps the events it holds one a key, as above, and both may follow each
+// other in one file). A block is stored under the sequence of its first
+// event as
+//
+//	u8   3
+//	u32  count, at least 1
+//	32   prev of its first event
+//	32   hash of its last event
+//	     a zstd frame (RFC 8878) of each event's canonical bytes as a str
+//
+// holding count consecutive events (at most 256, and up to about 64 KiB of
+// canonical bytes). The hashes inside a block are not stored: each is
+// computed from the one before, and the last computed must equal the
+// block's. A block is the first byte 3; an event alone, 1 or 2.
+//
+// An outside tool can re-verify the chain from this alone: walk the
+// journal bucket in key order, taking a block apart into its events; check
+// that each event's seq follows the one before (the first key's, the
+// anchor's), that prev equals the hash of the event before (or the
+// anchor), that hash is as above, and that a block's last hash is its
+// last event's.
+//
+// Retention deletes the oldest events; of a block it keeps the events past
+// the prune, as a block under the first of them. The last one deleted is
+// kept as meta "anchor" (u64 seq ‖ 32-byte hash): the first event left must
+// follow it. meta "head" (the same layout) names the newest event, so a
+// truncated tail is found too. meta "bytes" counts the bytes the events
+// stored take one a key (canonical ‖ prev ‖ hash), whether or not they are
+// in blocks: retention's byte bound counts what the events are, not what
+// they compress to.
 //
 // # Checkpoints
 //

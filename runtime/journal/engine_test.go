@@ -340,8 +340,8 @@ func TestStorageFaultRefusesActuationsButReadsGoOn(t *testing.T) {
 	dir := t.TempDir()
 	r := startRig(t, dir, rigOptions{rules: []governance.Rule{allowValve}, jopts: Options{MaxFileSize: 1 << 20}})
 	r.failing = true
-	big := `{"pad":"` + strings.Repeat("x", 8000) + `"}`
 	for r.j.Err() == nil {
+		big := `{"pad":"` + noise(8000) + `"}`
 		_, _ = r.j.Commit(context.Background(), runtime.Entry{Event: runtime.Event{Kind: runtime.KindObserved, Body: []byte(big)}, Durability: runtime.Sync})
 	}
 	if err := r.e.Healthy(); err == nil || !strings.Contains(err.Error(), "maximum size") {

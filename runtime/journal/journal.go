@@ -233,6 +233,7 @@ func (e *CorruptError) PublicReason() string {
 // DB is a journal in a bbolt file. It implements runtime.Journal and is
 // safe for concurrent use.
 type DB struct {
+	blocks blockCache // the store's blocks read last
 	path   string
 	opts   Options
 	db     *bolt.DB
@@ -489,7 +490,7 @@ func (j *DB) init() error {
 		if jb == nil {
 			return nil // a read-only open of an empty file
 		}
-		k, v := jb.Cursor().Last()
+		k, _ := jb.Cursor().Last()
 		if k == nil {
 			if a, err := j.link(tx, kAnchor); err != nil {
 				return err
@@ -500,20 +501,27 @@ func (j *DB) init() error {
 			j.next++
 			return nil
 		}
-		d, err := decodeEvent(v)
+		seq, v, err := newHistory(tx).last()
+		var d decoded
+		if err == nil {
+			d, err = decodeEvent(v)
+		}
 		if j.opts.ReadOnly && err == nil {
 			j.next, j.prevHash, j.committed, j.committedHash = d.ev.Seq+1, d.hash, d.ev.Seq, d.hash
 			return nil
 		}
 		if j.opts.ReadOnly {
 			// Reading is for verify and export: Verify says what is wrong.
-			j.next, j.committed = keySeq(k)+1, keySeq(k)
+			if seq == 0 {
+				seq = keySeq(k)
+			}
+			j.next, j.committed = seq+1, seq
 			return nil
 		}
 		if err != nil {
 			return &CorruptError{Path: j.path, Err: fmt.Errorf("the newest event: %w", err)}
 		}
-		if keySeq(k) != d.ev.Seq || chain(d.canonical, d.prev) != d.hash {
+		if seq != d.ev.Seq || chain(d.canonical, d.prev) != d.hash {
 			return &CorruptError{Path: j.path, Err: fmt.Errorf("the newest event %d does not match its hash", d.ev.Seq)}
 		}
 		if head, err := j.link(tx, kHead); err != nil {
@@ -939,16 +947,20 @@ func (j *DB) Events(ctx context.Context, since uint64, limit int) ([]runtime.Eve
 		return out, nil
 	}
 	err := j.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bJournal).Cursor()
-		for k, v := c.Seek(seqKey(since + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+		h := newHistory(tx)
+		seq, v, err := h.seek(since + 1)
+		for ; err == nil && v != nil && len(out) < limit; seq, v, err = h.next() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			d, err := decodeEvent(v)
 			if err != nil {
-				return &CorruptError{Path: j.path, Err: fmt.Errorf("event %d: %w", keySeq(k), err)}
+				return &CorruptError{Path: j.path, Err: fmt.Errorf("event %d: %w", seq, err)}
 			}
 			out = append(out, d.ev)
+		}
+		if err != nil {
+			return &CorruptError{Path: j.path, Err: err}
 		}
 		return nil
 	})
@@ -1032,7 +1044,7 @@ func (j *DB) Load(ctx context.Context) (runtime.Snapshot, error) {
 		if tx.Bucket(bMeta) == nil {
 			return nil
 		}
-		if _, v := tx.Bucket(bJournal).Cursor().Last(); v != nil {
+		if _, v, err := newHistory(tx).last(); err == nil && v != nil {
 			if d, err := decodeEvent(v); err == nil {
 				s.LastAt = d.ev.At
 			}

@@ -440,9 +440,9 @@ func TestCorruptFileIsNamed(t *testing.T) {
 func TestFullDiskFailsClosed(t *testing.T) {
 	path := tempPath(t)
 	j := open(t, path, Options{MaxFileSize: 256 << 10, StoreBytes: 32 << 10})
-	big := `{"pad":"` + strings.Repeat("x", 4000) + `"}`
 	var err error
 	for i := 0; i < 1000 && err == nil; i++ {
+		big := `{"pad":"` + noise(4000) + `"}`
 		_, err = j.Commit(context.Background(), runtime.Entry{Event: ev(runtime.KindObserved, big), Durability: runtime.Sync})
 	}
 	if !errors.Is(err, ErrFailed) || !errors.Is(err, berrors.ErrMaxSizeReached) {

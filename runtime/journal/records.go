@@ -126,7 +126,10 @@ func (j *DB) backed(tx *bolt.Tx, bucket []byte, key []byte, v []byte) ([]byte, e
 	if bad := j.bad.Load(); bad != nil && (*bad)[string(bucket)+"/"+string(key)] {
 		return nil, fail("the start check found it disagrees with the events")
 	}
-	ev := tx.Bucket(bJournal).Get(seqKey(seq))
+	ev, err := j.events(tx).get(seq)
+	if err != nil {
+		return nil, fail("event %d cannot be read: %v", seq, err)
+	}
 	if ev == nil {
 		if a, _ := j.link(tx, kAnchor); a != nil && seq <= a.Seq && !live(string(bucket), js, time.Now()) {
 			return js, nil // history whose event was pruned: it can make nothing act

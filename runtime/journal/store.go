@@ -126,6 +126,7 @@ func (j *DB) replay() error {
 		}
 	}
 	var items []item
+	var held []link // what the log holds that the store holds too
 	fail := func(err error) error {
 		if ro {
 			j.logErr = err
@@ -140,18 +141,14 @@ func (j *DB) replay() error {
 		}
 		seq := it.ev.Seq
 		if seq <= j.committed {
-			var stored []byte
-			_ = j.view(func(tx *bolt.Tx) error {
-				stored = append([]byte(nil), tx.Bucket(bJournal).Get(seqKey(seq))...)
-				return nil
-			})
-			if len(stored) > 0 {
-				if d, err := decodeEvent(stored); err != nil || d.hash != it.hash {
-					return fail(fmt.Errorf("the log and the store disagree at event %d", seq))
-				}
-			}
+			held = append(held, link{Seq: seq, Hash: it.hash})
 			continue
 		}
+		// What both hold is checked before what follows the store.
+		if err := j.sameInStore(held); err != nil {
+			return fail(err)
+		}
+		held = nil
 		if seq != j.next {
 			return fail(fmt.Errorf("the store ends at event %d and the log goes on at %d: events %d to %d are missing (a log segment deleted)", j.committed, seq, j.next, seq-1))
 		}
@@ -160,6 +157,9 @@ func (j *DB) replay() error {
 		}
 		items = append(items, it)
 		j.next, j.prevHash, j.committed, j.committedHash = seq+1, it.hash, seq, it.hash
+	}
+	if err := j.sameInStore(held); err != nil {
+		return fail(err)
 	}
 	if ro {
 		for i := range items {
@@ -195,6 +195,30 @@ func (j *DB) replay() error {
 		j.log.Warn("journal log segments not removed", "error", err)
 	}
 	return nil
+}
+
+// sameInStore checks that the events the log and the store both hold are
+// the same in both; the store may have pruned some since.
+func (j *DB) sameInStore(held []link) error {
+	if len(held) == 0 {
+		return nil
+	}
+	return j.view(func(tx *bolt.Tx) error {
+		h := newHistory(tx)
+		for _, l := range held {
+			v, err := h.get(l.Seq)
+			if err != nil {
+				return fmt.Errorf("the log and the store disagree at event %d: the store's %w", l.Seq, err)
+			}
+			if v == nil {
+				continue
+			}
+			if d, err := decodeEvent(v); err != nil || d.hash != l.Hash {
+				return fmt.Errorf("the log and the store disagree at event %d", l.Seq)
+			}
+		}
+		return nil
+	})
 }
 
 // kLog, in the meta bucket, is the index of the log segment a running

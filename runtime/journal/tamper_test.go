@@ -64,6 +64,49 @@ func realJournal(t *testing.T) string {
 // tamperCopy copies the journal at src and changes the copy with raw bbolt.
 func tamperCopy(t *testing.T, src string, mutate func(tx *bolt.Tx) error) string {
 	t.Helper()
+	return rawCopy(t, src, func(tx *bolt.Tx) error {
+		if err := unblock(tx); err != nil {
+			return err
+		}
+		return mutate(tx)
+	})
+}
+
+// unblock stores the events of every block one a key, as a file written
+// before blocks keeps them, for the tests that alter one event.
+func unblock(tx *bolt.Tx) error {
+	jb := tx.Bucket(bJournal)
+	var evs []storedEvent
+	var keys [][]byte
+	c := jb.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if !isBlock(v) {
+			continue
+		}
+		got, err := decodeBlock(keySeq(k), v)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, append([]byte(nil), k...))
+		evs = append(evs, got...)
+	}
+	for _, k := range keys {
+		if err := jb.Delete(k); err != nil {
+			return err
+		}
+	}
+	for _, e := range evs {
+		if err := jb.Put(seqKey(e.seq), e.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rawCopy copies the journal at src and lets mutate change the copy with
+// raw bbolt, as it is.
+func rawCopy(t *testing.T, src string, mutate func(tx *bolt.Tx) error) string {
+	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)

@@ -70,9 +70,29 @@ func (j *DB) verify(ctx context.Context) (store.Report, map[string]bool, error) 
 	var anchorSeq uint64
 	err := j.view(func(tx *bolt.Tx) error {
 		jb, meta := tx.Bucket(bJournal), tx.Bucket(bMeta)
-		if jb == nil || meta == nil {
-			r.OK = true
+		var strange []string // buckets the journal never makes
+		n := 0
+		_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			n++
+			if !slices.ContainsFunc(buckets, func(b []byte) bool { return string(b) == string(name) }) {
+				strange = append(strange, fmt.Sprintf("%q", name))
+			}
 			return nil
+		})
+		if jb == nil || meta == nil {
+			if n == 0 {
+				r.OK = true // a file whose first open stopped before it was made
+				return nil
+			}
+			missing := string(bJournal)
+			if meta == nil {
+				missing = string(bMeta)
+			}
+			r.Reason = fmt.Sprintf("the file has %d buckets but not %q (damaged, or not a journal)", n, missing)
+			return nil
+		}
+		for _, name := range strange {
+			r.BadRecords = append(r.BadRecords, fmt.Sprintf("bucket %s: a bucket the journal never makes (damaged, or added)", name))
 		}
 		var prev hash
 		expect := uint64(1)
@@ -90,20 +110,25 @@ func (j *DB) verify(ctx context.Context) (store.Report, map[string]bool, error) 
 		bad := func(seq uint64, format string, args ...any) {
 			r.BadSeq, r.Reason = seq, fmt.Sprintf(format, args...)
 		}
-		c := jb.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+		h := newHistory(tx)
+		key, v, err := h.first()
+		for ; err != nil || v != nil; key, v, err = h.next() {
 			if r.Count%4096 == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
-			key := keySeq(k)
-			d, err := decodeEvent(v)
+			var d decoded
+			if err == nil {
+				d, err = decodeEvent(v)
+			}
 			switch {
-			case len(k) != 8:
-				bad(expect, "a key of %d bytes in the journal", len(k))
+			case key == 0:
+				bad(expect, "%v", err)
 			case key != expect:
 				bad(expect, "event %d is missing (the next is %d)", expect, key)
+			case err != nil && v == nil:
+				bad(key, "%v", err)
 			case err != nil:
 				bad(key, "the stored event cannot be read: %v", err)
 			case d.ev.Seq != key:

@@ -177,12 +177,16 @@ func (j *DB) writeBatch(tx *bolt.Tx, batch []item) (uint64, uint64, error) {
 	jb.FillPercent = 1 // keys only ever grow: pack the pages full
 	meta := tx.Bucket(bMeta)
 	var added int64
+	values := make([][]byte, len(batch))
+	for i := range batch {
+		values[i] = batch[i].value
+		added += int64(len(batch[i].value))
+	}
+	if err := putBlocks(jb, batch[0].ev.Seq, values); err != nil {
+		return 0, 0, err
+	}
 	for i := range batch {
 		it := &batch[i]
-		if err := jb.Put(seqKey(it.ev.Seq), it.value); err != nil {
-			return 0, 0, fmt.Errorf("event %d: %w", it.ev.Seq, err)
-		}
-		added += int64(len(it.value))
 		for _, r := range it.records {
 			if err := applyRecord(tx, it.ev.Seq, r); err != nil {
 				return 0, 0, fmt.Errorf("records of event %d: %w", it.ev.Seq, err)
@@ -358,13 +362,15 @@ type pruneIntent struct {
 // those events back (see live), to be carried by the prune's own event.
 // The newest event always stays. It runs on the writer only.
 func (j *DB) pruneDue(tx *bolt.Tx, total int64) (*pruneIntent, error) {
-	c := tx.Bucket(bJournal).Cursor()
-	fk, _ := c.First()
-	lk, _ := c.Last()
-	if fk == nil {
-		return nil, nil
+	h := newHistory(tx)
+	first, _, err := h.first()
+	if err != nil || first == 0 {
+		return nil, err
 	}
-	first, last := keySeq(fk), keySeq(lk)
+	last, _, err := h.last()
+	if err != nil {
+		return nil, err
+	}
 	count := int64(last - first + 1)
 	if count <= int64(j.opts.MaxEvents) && total <= j.opts.MaxBytes {
 		return nil, nil
@@ -372,15 +378,19 @@ func (j *DB) pruneDue(tx *bolt.Tx, total int64) (*pruneIntent, error) {
 	wantCount, wantBytes := int64(j.opts.MaxEvents)*9/10, j.opts.MaxBytes*9/10
 	var p *pruneIntent
 	left, n, taken := total, count, 0
-	for k, v := c.First(); k != nil && n > 1 && taken < pruneChunk && (n > wantCount || left > wantBytes); k, v = c.Next() {
-		if len(v) < hashSize {
-			return nil, fmt.Errorf("event %d is too short to prune", keySeq(k))
+	seq, v, err := h.first()
+	for ; err == nil && v != nil && n > 1 && taken < pruneChunk && (n > wantCount || left > wantBytes); seq, v, err = h.next() {
+		if len(v) < 1+2*hashSize {
+			return nil, fmt.Errorf("event %d is too short to prune", seq)
 		}
 		if p == nil {
 			p = &pruneIntent{}
 		}
-		p.Through, p.Hash = keySeq(k), hex.EncodeToString(v[len(v)-hashSize:])
+		p.Through, p.Hash = seq, hex.EncodeToString(v[len(v)-hashSize:])
 		left, n, taken = left-int64(len(v)), n-1, taken+1
+	}
+	if err != nil {
+		return nil, fmt.Errorf("choosing what to prune: %w", err)
 	}
 	if p == nil {
 		return nil, nil
@@ -447,12 +457,31 @@ func pruneThrough(tx *bolt.Tx, p *pruneIntent) (uint64, int64, error) {
 	var keys [][]byte
 	var freed int64
 	var anchor link
+	var count uint64
+	var rest []storedEvent // what a block cut in two keeps
 	c := jb.Cursor()
 	for k, v := c.First(); k != nil && keySeq(k) <= p.Through; k, v = c.Next() {
 		keys = append(keys, append([]byte(nil), k...))
-		freed += int64(len(v))
-		anchor.Seq = keySeq(k)
-		copy(anchor.Hash[:], v[len(v)-hashSize:])
+		evs := []storedEvent{{seq: keySeq(k), value: v}}
+		if isBlock(v) {
+			var err error
+			if evs, err = decodeBlock(keySeq(k), v); err != nil {
+				return 0, 0, fmt.Errorf("pruning through event %d: the block of events from %d: %w", p.Through, keySeq(k), err)
+			}
+		}
+		for i, e := range evs {
+			if e.seq > p.Through {
+				rest = evs[i:]
+				break
+			}
+			if len(e.value) < 1+2*hashSize {
+				return 0, 0, fmt.Errorf("pruning through event %d: event %d is too short", p.Through, e.seq)
+			}
+			freed += int64(len(e.value))
+			count++
+			anchor.Seq = e.seq
+			copy(anchor.Hash[:], e.value[len(e.value)-hashSize:])
+		}
 	}
 	if len(keys) == 0 {
 		return 0, 0, nil
@@ -465,10 +494,19 @@ func pruneThrough(tx *bolt.Tx, p *pruneIntent) (uint64, int64, error) {
 			return 0, 0, err
 		}
 	}
+	if len(rest) > 0 {
+		values := make([][]byte, len(rest))
+		for i := range rest {
+			values[i] = rest[i].value
+		}
+		if err := putBlocks(jb, rest[0].seq, values); err != nil {
+			return 0, 0, fmt.Errorf("pruning through event %d: keeping the rest of its block: %w", p.Through, err)
+		}
+	}
 	if err := failpoint.Inject(failpoint.JournalPruneEvents); err != nil {
 		return 0, 0, err
 	}
-	return uint64(len(keys)), freed, tx.Bucket(bMeta).Put(kAnchor, anchor.encode())
+	return count, freed, tx.Bucket(bMeta).Put(kAnchor, anchor.encode())
 }
 
 // pruneRecordsChunk bounds the records one retention event deletes, so

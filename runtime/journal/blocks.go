@@ -1,0 +1,365 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+	bolt "go.etcd.io/bbolt"
+)
+
+// The store keeps its events in blocks: a run of consecutive events under
+// the key of the first, their canonical bytes compressed together with
+// zstd, and of their hashes only the one before the block and the block's
+// last. The events of a reference site's half hour differ in a value and
+// a time, and a block of them takes a sixth of their size or less, where
+// one event a key took its own bytes and both its hashes. Every other hash
+// is computed again when the block is read, and the block's last must come
+// out: a block is read whole or not at all. A file written before blocks
+// keeps its events one a key (formatV1, formatV2) and is read as it is;
+// the events written since go into blocks. See the package doc for the
+// layout.
+
+// formatBlock is the first byte of a block.
+const formatBlock = 3
+
+const (
+	// blockEvents and blockBytes bound a block: at most this many events,
+	// and no more events once their canonical bytes reach blockBytes. A
+	// read of one event decompresses its block.
+	blockEvents = 256
+	blockBytes  = 64 << 10
+	// blockHeader is the format byte, the count and the two hashes.
+	blockHeader = 1 + 4 + 2*hashSize
+	// maxBlockRaw bounds what a block may decompress to: a file that says
+	// more is damaged, and is not given the memory.
+	maxBlockRaw = 16 << 20
+)
+
+var (
+	zstdOnce sync.Once
+	zstdEnc  *zstd.Encoder
+	zstdDec  *zstd.Decoder
+	zstdErr  error
+)
+
+// coders returns the shared zstd encoder and decoder; EncodeAll and
+// DecodeAll are safe for concurrent use. The window is bounded to a block,
+// so that neither keeps more memory than a block needs.
+func coders() (*zstd.Encoder, *zstd.Decoder, error) {
+	zstdOnce.Do(func() {
+		zstdEnc, zstdErr = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true),
+			zstd.WithWindowSize(1<<17), zstd.WithEncoderLevel(zstd.SpeedDefault))
+		if zstdErr != nil {
+			return
+		}
+		zstdDec, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(maxBlockRaw), zstd.WithDecoderMaxWindow(maxBlockRaw))
+	})
+	return zstdEnc, zstdDec, zstdErr
+}
+
+// storedEvent is one event of the store: its value as one event a key keeps it
+// (canonical bytes, prev, hash).
+type storedEvent struct {
+	seq   uint64
+	value []byte
+}
+
+// splitValue returns the parts of an event's stored value.
+func splitValue(v []byte) (canonical []byte, prev, h hash) {
+	n := len(v) - 2*hashSize
+	copy(prev[:], v[n:])
+	copy(h[:], v[n+hashSize:])
+	return v[:n], prev, h
+}
+
+// encodeBlock returns the block of values, consecutive events of one
+// chain, each as encodeEvent made it.
+func encodeBlock(values [][]byte) ([]byte, error) {
+	enc, _, err := coders()
+	if err != nil {
+		return nil, fmt.Errorf("starting the store's compressor: %w", err)
+	}
+	raw := 0
+	for _, v := range values {
+		raw += 4 + len(v) - 2*hashSize
+	}
+	plain := make([]byte, 0, raw)
+	for _, v := range values {
+		c, _, _ := splitValue(v)
+		plain = appendStr(plain, string(c))
+	}
+	_, prev, _ := splitValue(values[0])
+	_, _, last := splitValue(values[len(values)-1])
+	out := make([]byte, 0, blockHeader+raw/3)
+	out = append(out, formatBlock)
+	out = binary.BigEndian.AppendUint32(out, uint32(len(values)))
+	out = append(out, prev[:]...)
+	out = append(out, last[:]...)
+	return enc.EncodeAll(plain, out), nil
+}
+
+// blockCount returns how many events the block v holds, without reading
+// them; 0 if v is not a block.
+func blockCount(v []byte) uint64 {
+	if len(v) < blockHeader || v[0] != formatBlock {
+		return 0
+	}
+	return uint64(binary.BigEndian.Uint32(v[1:]))
+}
+
+// isBlock reports whether a stored value is a block.
+func isBlock(v []byte) bool { return len(v) > 0 && v[0] == formatBlock }
+
+// decodeBlock reads the block stored under first: each event's value as
+// one event a key keeps it, its hashes computed again from the block's
+// first. The last must match the block's: an altered event, a block moved
+// or cut, does not read.
+func decodeBlock(first uint64, v []byte) ([]storedEvent, error) {
+	n := blockCount(v)
+	if n == 0 {
+		if len(v) < blockHeader {
+			return nil, errShort
+		}
+		return nil, errors.New("a block of no events")
+	}
+	// Every event takes more than its length's four bytes.
+	if n > maxBlockRaw/8 {
+		return nil, fmt.Errorf("a block of %d events is more than one can hold", n)
+	}
+	_, dec, err := coders()
+	if err != nil {
+		return nil, fmt.Errorf("starting the store's decompressor: %w", err)
+	}
+	var prev, last hash
+	copy(prev[:], v[5:])
+	copy(last[:], v[5+hashSize:])
+	plain, err := dec.DecodeAll(v[blockHeader:], nil)
+	if err != nil {
+		return nil, fmt.Errorf("the block's events cannot be decompressed: %w", err)
+	}
+	out := make([]storedEvent, 0, n)
+	buf := make([]byte, 0, len(plain)+int(n)*(2*hashSize-4))
+	r := reader{b: plain}
+	for i := range n {
+		c := r.bytes()
+		if r.err != nil {
+			return nil, fmt.Errorf("event %d of the block: %w", first+i, r.err)
+		}
+		if len(c) < 1+8 || binary.BigEndian.Uint64(c[1:]) != first+i {
+			return nil, fmt.Errorf("the block's event %d is not event %d (moved)", i, first+i)
+		}
+		h := chain(c, prev)
+		start := len(buf)
+		buf = append(buf, c...)
+		buf = append(buf, prev[:]...)
+		buf = append(buf, h[:]...)
+		out = append(out, storedEvent{seq: first + i, value: buf[start:len(buf):len(buf)]})
+		prev = h
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("%d stray bytes after the block's %d events", len(r.b), n)
+	}
+	if prev != last {
+		return nil, fmt.Errorf("events %d to %d do not match their block's hash (altered)", first, first+n-1)
+	}
+	return out, nil
+}
+
+// blockCache keeps the blocks read last, decoded, for the reads that come
+// back to the same few (a session's or a record's event, a start's state
+// records). A block is never changed under its key, only deleted (a prune
+// writes what it keeps of one under a new key); an entry is used only if
+// the stored block still has the header and length it was read with.
+type blockCache struct {
+	mu      sync.Mutex
+	entries [8]cachedBlock
+	next    int
+}
+
+type cachedBlock struct {
+	first uint64
+	head  [blockHeader]byte
+	size  int
+	evs   []storedEvent
+}
+
+func (c *blockCache) lookup(first uint64, v []byte) []storedEvent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.entries {
+		e := &c.entries[i]
+		if e.evs != nil && e.first == first && e.size == len(v) && string(e.head[:]) == string(v[:blockHeader]) {
+			return e.evs
+		}
+	}
+	return nil
+}
+
+func (c *blockCache) add(first uint64, v []byte, evs []storedEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := &c.entries[c.next]
+	c.next = (c.next + 1) % len(c.entries)
+	e.first, e.size, e.evs = first, len(v), evs
+	copy(e.head[:], v)
+}
+
+// history reads the store's events in a transaction, in order, whether
+// one a key or in blocks: each event as its stored value (canonical bytes,
+// prev, hash), as decodeEvent reads it.
+type history struct {
+	c     *bolt.Cursor
+	cache *blockCache // nil: none
+	// cur is what the cursor's key holds, i the event at hand in it.
+	cur []storedEvent
+	i   int
+	// got is the block get read last.
+	got []storedEvent
+}
+
+func newHistory(tx *bolt.Tx) *history {
+	if b := tx.Bucket(bJournal); b != nil {
+		return &history{c: b.Cursor()}
+	}
+	return &history{} // a file whose first open stopped before it was made: no events
+}
+
+// events reads the store's events in tx, with the journal's cache of
+// blocks.
+func (j *DB) events(tx *bolt.Tx) *history {
+	h := newHistory(tx)
+	h.cache = &j.blocks
+	return h
+}
+
+// load makes k, v the cursor's key at hand. A key that cannot be read
+// returns its sequence and the error; the next call goes past it.
+func (h *history) load(k, v []byte, at int) (uint64, []byte, error) {
+	h.cur, h.i = nil, 0
+	if k == nil {
+		return 0, nil, nil
+	}
+	if len(k) != 8 {
+		return 0, nil, fmt.Errorf("a key of %d bytes in the journal", len(k))
+	}
+	seq := keySeq(k)
+	if !isBlock(v) {
+		h.cur = []storedEvent{{seq: seq, value: v}}
+		return seq, v, nil
+	}
+	var evs []storedEvent
+	if h.cache != nil {
+		evs = h.cache.lookup(seq, v)
+	}
+	if evs == nil {
+		var err error
+		if evs, err = decodeBlock(seq, v); err != nil {
+			return seq, nil, fmt.Errorf("the block of events from %d: %w", seq, err)
+		}
+		if h.cache != nil {
+			h.cache.add(seq, v, evs)
+		}
+	}
+	h.cur, h.i = evs, min(at, len(evs)-1)
+	return h.cur[h.i].seq, h.cur[h.i].value, nil
+}
+
+// first goes to the oldest event.
+func (h *history) first() (uint64, []byte, error) {
+	if h.c == nil {
+		return 0, nil, nil
+	}
+	k, v := h.c.First()
+	return h.load(k, v, 0)
+}
+
+// last goes to the newest event.
+func (h *history) last() (uint64, []byte, error) {
+	if h.c == nil {
+		return 0, nil, nil
+	}
+	k, v := h.c.Last()
+	return h.load(k, v, int(blockCount(v)))
+}
+
+// next goes to the event after the one at hand; 0 at the end.
+func (h *history) next() (uint64, []byte, error) {
+	if h.i+1 < len(h.cur) {
+		h.i++
+		return h.cur[h.i].seq, h.cur[h.i].value, nil
+	}
+	if h.c == nil {
+		return 0, nil, nil
+	}
+	k, v := h.c.Next()
+	return h.load(k, v, 0)
+}
+
+// seek goes to the first event at or after seq.
+func (h *history) seek(seq uint64) (uint64, []byte, error) {
+	if h.c == nil {
+		return 0, nil, nil
+	}
+	k, v := h.c.Seek(seqKey(seq))
+	if k == nil || keySeq(k) > seq {
+		var pk, pv []byte
+		if k == nil {
+			pk, pv = h.c.Last()
+		} else {
+			pk, pv = h.c.Prev()
+		}
+		if pk != nil && len(pk) == 8 && blockCount(pv) > 0 && keySeq(pk)+blockCount(pv) > seq {
+			return h.load(pk, pv, int(seq-keySeq(pk)))
+		}
+		k, v = h.c.Seek(seqKey(seq))
+	}
+	return h.load(k, v, 0)
+}
+
+// get returns the stored value of event seq, nil if the store holds none.
+func (h *history) get(seq uint64) ([]byte, error) {
+	if n := len(h.got); n > 0 && h.got[0].seq <= seq && seq <= h.got[n-1].seq {
+		return h.got[seq-h.got[0].seq].value, nil
+	}
+	s, v, err := h.seek(seq)
+	if err != nil {
+		return nil, err
+	}
+	if s != seq || v == nil {
+		return nil, nil
+	}
+	if len(h.cur) > 1 {
+		h.got = h.cur
+	}
+	return v, nil
+}
+
+// putBlocks stores the values of consecutive events, the first of them
+// first, as blocks.
+func putBlocks(jb *bolt.Bucket, first uint64, values [][]byte) error {
+	for len(values) > 0 {
+		n, size := 0, 0
+		for n < len(values) && n < blockEvents && size < blockBytes {
+			v := values[n]
+			if len(v) < 1+8+2*hashSize || binary.BigEndian.Uint64(v[1:]) != first+uint64(n) {
+				return fmt.Errorf("a block's event %d is not event %d", n, first+uint64(n))
+			}
+			size += len(v)
+			n++
+		}
+		blk, err := encodeBlock(values[:n])
+		if err != nil {
+			return err
+		}
+		if err := jb.Put(seqKey(first), blk); err != nil {
+			return fmt.Errorf("events %d to %d: %w", first, first+uint64(n)-1, err)
+		}
+		first += uint64(n)
+		values = values[n:]
+	}
+	return nil
+}
