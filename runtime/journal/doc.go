@@ -98,12 +98,19 @@
 //	u32  count, at least 1
 //	32   prev of its first event
 //	32   hash of its last event
-//	     a zstd frame (RFC 8878) of each event's canonical bytes as a str
+//	     a zstd frame (RFC 8878) of the count events, each as
+//	u8   format
+//	vi   at minus the at of the event before in the block (of the first: minus 0)
+//	vi   mono, the same way
+//	uv   the length of the rest, then the rest: canonical(event) after mono
 //
-// holding count consecutive events (at most 256, and up to about 64 KiB of
-// canonical bytes). The hashes inside a block are not stored: each is
-// computed from the one before, and the last computed must equal the
-// block's. A block is the first byte 3; an event alone, 1 or 2.
+// where vi is a signed varint (zigzag, as Go's encoding/binary) and uv an
+// unsigned one. A block holds count consecutive events (at most 256, and
+// up to about 64 KiB of canonical bytes); the i-th (from 0) has the seq of
+// the block's key plus i, and its canonical bytes are the format, that
+// seq, at, mono and the rest. The hashes inside a block are not stored:
+// each is computed from the one before, and the last computed must equal
+// the block's. A block is the first byte 3; an event alone, 1 or 2.
 //
 // An outside tool can re-verify the chain from this alone: walk the
 // journal bucket in key order, taking a block apart into its events; check
