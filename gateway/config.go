@@ -207,8 +207,8 @@ type JournalConfig struct {
 	// for the log's next fdatasync when no actuation record, approval,
 	// rule or mode change (each written at once) comes first. A power cut
 	// loses at most this much of the readings, never an intent or a
-	// receipt; readers see a reading once it is written. Default 5s, at
-	// most 1m.
+	// receipt; the journal's readers see a reading once it is written.
+	// Default 30s, at most 1m.
 	FlushInterval string `yaml:"flush_interval"`
 	// StoreInterval bounds how long the store (bbolt) lags the log: the
 	// log is written to it in the background this often, or sooner once

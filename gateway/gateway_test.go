@@ -73,6 +73,7 @@ func demoOnFreePorts(t *testing.T) *Built {
 	if b.Web != nil {
 		b.Web.Listen = "127.0.0.1:0"
 	}
+	b.Journal.FlushInterval = testFlush
 	return b
 }
 

@@ -95,6 +95,7 @@ func startHardwareWith(t testing.TB, o hwOptions, hardware string) *hwRig {
 		t.Fatalf("the test's configuration: %v", err)
 	}
 	b.StateDir = t.TempDir()
+	b.Journal.FlushInterval = testFlush
 	r := &hwRig{t: t, prefix: "shadowgate/hw/", replies: map[string]chan command.Reply{}, Log: &syncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan Parts, 1)

@@ -75,4 +75,10 @@ const (
 	// Sync commits return only once the entry is durable. Actuation records,
 	// approvals, rules and mode changes use it.
 	Sync
+	// Prompt commits return at once, as Async ones, but the journal writes
+	// them without waiting for its flush interval: an answer someone is
+	// waiting for (a command refused or failed, a login refused) reaches
+	// the readers of the journal, MQTT among them, as soon as it is
+	// durable. It costs a write, shared with whatever else waits.
+	Prompt
 )

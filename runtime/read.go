@@ -68,7 +68,7 @@ func (e *Engine) readStep(ctx context.Context, r *run, step int, principal, devi
 	runID := r.id()
 	base := Observation{Run: runID, Step: step, Device: device, Capability: capability}
 	if err := ctx.Err(); err != nil {
-		return e.failed(ctx, base, "cancelled before reading")
+		return e.failedAs(ctx, Async, base, "cancelled before reading")
 	}
 	e.refresh(ctx)
 	ent, c, obs, ok := e.lookupTarget(ctx, base)
@@ -76,7 +76,7 @@ func (e *Engine) readStep(ctx context.Context, r *run, step int, principal, devi
 		return obs
 	}
 	if !c.Readable() {
-		return e.failed(ctx, base, capability+" of "+device+" cannot be read")
+		return e.failedAs(ctx, Async, base, capability+" of "+device+" cannot be read")
 	}
 	req := governance.Request{
 		Principal: principal, Device: device, Capability: capability,
@@ -88,7 +88,7 @@ func (e *Engine) readStep(ctx context.Context, r *run, step int, principal, devi
 		if v.Outcome == governance.Ask {
 			v.Outcome, v.Why = governance.Refuse, "a read that would need approval is refused: "+v.Why
 		}
-		return e.refused(ctx, base, v)
+		return e.refusedAs(ctx, Async, base, v)
 	}
 	if r != nil {
 		r.charge(false)

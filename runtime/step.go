@@ -87,16 +87,31 @@ func (e *Engine) lookupTarget(ctx context.Context, base Observation) (devices.En
 	return ent, c, Observation{}, true
 }
 
+// failed journals a step that failed, promptly: someone may be waiting for
+// the answer.
 func (e *Engine) failed(ctx context.Context, base Observation, why string) Observation {
+	return e.failedAs(ctx, Prompt, base, why)
+}
+
+// failedAs is failed with the durability d: Async for a read, whose
+// failures come as often as its polls.
+func (e *Engine) failedAs(ctx context.Context, d Durability, base Observation, why string) Observation {
 	base.Kind, base.Why = Failed, why
-	_, _ = e.commit(ctx, Async, Event{Kind: KindFailed, Run: base.Run, Step: base.Step, Device: base.Device},
+	_, _ = e.commit(ctx, d, Event{Kind: KindFailed, Run: base.Run, Step: base.Step, Device: base.Device},
 		FailedBody{Device: base.Device, Capability: base.Capability, Error: why}, nil)
 	return base
 }
 
+// refused journals a step refused, promptly: someone may be waiting for
+// the answer.
 func (e *Engine) refused(ctx context.Context, base Observation, v governance.Verdict) Observation {
+	return e.refusedAs(ctx, Prompt, base, v)
+}
+
+// refusedAs is refused with the durability d: Async for a read.
+func (e *Engine) refusedAs(ctx context.Context, d Durability, base Observation, v governance.Verdict) Observation {
 	base.Kind, base.Why, base.Stage, base.Mode, base.Rule = Refused, v.Why, v.Stage.String(), v.Mode, v.Rule
-	_, _ = e.commit(ctx, Async, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, RefusedBody{
+	_, _ = e.commit(ctx, d, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, RefusedBody{
 		Device: base.Device, Capability: base.Capability, Why: v.Why, Stage: v.Stage.String(), Mode: v.Mode, Rule: v.Rule, Interlock: v.Interlock,
 	}, nil)
 	return base

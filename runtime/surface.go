@@ -94,10 +94,11 @@ func (e *Engine) States() []StateRecord {
 	return out
 }
 
-// Note journals an event of a surface (KindLink, say) without waiting for
-// it to be durable.
+// Note journals an event of a surface (KindLink, KindLogin) without
+// waiting for it to be durable, but promptly: they come at the pace of
+// people and links, and are followed on MQTT and the uplink.
 func (e *Engine) Note(ctx context.Context, kind Kind, device string, body any) (Event, error) {
-	return e.commit(ctx, Async, Event{Kind: kind, Device: device}, body, nil)
+	return e.commit(ctx, Prompt, Event{Kind: kind, Device: device}, body, nil)
 }
 
 // KindLogin records a login, a failed login or a logout on the console or

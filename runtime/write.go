@@ -263,7 +263,7 @@ func (e *Engine) refusedWrite(ctx context.Context, base Observation, v governanc
 		v.Outcome = governance.Refuse
 	}
 	base.Kind, base.Why, base.Stage, base.Mode, base.Rule = Refused, v.Why, v.Stage.String(), v.Mode, v.Rule
-	_, _ = e.commit(ctx, Async, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, RefusedBody{
+	_, _ = e.commit(ctx, Prompt, Event{Kind: KindRefused, Run: base.Run, Step: base.Step, Device: base.Device}, RefusedBody{
 		Device: base.Device, Capability: base.Capability, Value: &value, Why: v.Why, Stage: v.Stage.String(),
 		Mode: v.Mode, Rule: v.Rule, Interlock: v.Interlock,
 	}, nil)

@@ -52,10 +52,12 @@ func BenchmarkDemoWear(b *testing.B) {
 	// A clean stop writes the store, as its interval would have: its
 	// bytes count, scaled with the minutes (an upper bound: a store
 	// write every 30 minutes shares its fixed cost among more events).
+	running := fs.Stat(b).Sub(d0)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	p.wait(ctx)
 	d := fs.Stat(b).Sub(d0)
 	perDay := 1440 / float64(minutes)
 	b.ReportMetric(float64(d.Bytes)*perDay/1e6, "device-MB/day")
+	b.ReportMetric(float64(running.Bytes)*perDay/1e6, "running-MB/day")
 	b.ReportMetric(float64(d.Flushes)*perDay, "device-flush/day")
 }

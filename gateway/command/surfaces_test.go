@@ -107,7 +107,7 @@ func under(msgs []message, first string) []string {
 
 func TestBrokerAndUplinkPublishTheSameBytes(t *testing.T) {
 	dir := t.TempDir()
-	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{FlushInterval: testFlush})
 	if err != nil {
 		t.Fatal(err)
 	}

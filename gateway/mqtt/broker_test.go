@@ -79,7 +79,7 @@ func testEngine(t testing.TB, dir string) (*runtime.Engine, *devicetest.Driver, 
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{FlushInterval: testFlush})
 	if err != nil {
 		t.Fatal(err)
 	}

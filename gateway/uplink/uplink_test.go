@@ -148,7 +148,7 @@ type rig struct {
 
 func startRig(t *testing.T, dir, addr string, maxBacklog int64) (*rig, func()) {
 	t.Helper()
-	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{FlushInterval: testFlush})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +452,7 @@ func TestUpstreamContradictedActAndBadPayloadID(t *testing.T) {
 // seedCheckpoint journals a checkpoint in dir with no uplink running.
 func seedCheckpoint(t *testing.T, dir string) runtime.Event {
 	t.Helper()
-	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{FlushInterval: testFlush})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +546,7 @@ func TestAdversarialUplinkNumbers(t *testing.T) {
 // before the uplink was configured.
 func seedAlarms(t *testing.T, dir string, alarms ...runtime.Alarm) {
 	t.Helper()
-	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{})
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{FlushInterval: testFlush})
 	if err != nil {
 		t.Fatal(err)
 	}

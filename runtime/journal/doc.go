@@ -198,7 +198,9 @@
 // rules, mode changes) return once their frame is durable, and concurrent
 // ones share a single fdatasync. Async commits (readings, telemetry)
 // return at once and ride with the next sync commit, or are written
-// within Options.FlushInterval. An event is served to readers (Events,
+// within Options.FlushInterval. Prompt commits (a command refused or
+// failed, a login refused, a link's change) return at once too, but are
+// written within a few milliseconds, with whatever waits. An event is served to readers (Events,
 // and so the console, MCP, MQTT) once it is durable, whether or not the
 // store holds it. The store is written by a second goroutine, every
 // Options.StoreInterval or sooner once enough waits, in one bbolt

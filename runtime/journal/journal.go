@@ -75,7 +75,9 @@ type Options struct {
 	// FlushInterval bounds how long an async commit (a reading, telemetry)
 	// waits for the log's next fdatasync when no sync commit comes first:
 	// a power cut loses at most this much of them, never a sync commit.
-	// Default 5s, as Home Assistant's recorder commits.
+	// Default 30s: on an SD card each few seconds in which the log is
+	// written cost a page and the file system's own journal commit (see
+	// docs/performance.md, "On an SD card").
 	FlushInterval time.Duration
 	// StoreInterval bounds how long an event durable in the log waits to
 	// be written to the store (bbolt) in the background. Default 30m: a
@@ -122,7 +124,7 @@ func (o *Options) setDefaults() {
 		o.KeepRecords = 30 * 24 * time.Hour
 	}
 	if o.FlushInterval <= 0 {
-		o.FlushInterval = 5 * time.Second
+		o.FlushInterval = 30 * time.Second
 	}
 	if o.StoreInterval <= 0 {
 		o.StoreInterval = 30 * time.Minute
@@ -254,6 +256,7 @@ type DB struct {
 	queue     []item
 	queueFrom time.Time // when the oldest queued item arrived
 	syncs     int       // sync commits queued
+	prompts   int       // prompt commits queued
 	expect    int       // sync callers likely queued soon: released by the last write, plus those queued then
 	flushedAt time.Time // when the last write ended
 	cur       *flush    // the batch being gathered
@@ -745,16 +748,17 @@ func (j *DB) Commit(ctx context.Context, e runtime.Entry) (runtime.Event, error)
 	if err != nil {
 		return runtime.Event{}, fmt.Errorf("encoding the records of a %s event: %w", e.Event.Kind, err)
 	}
-	return j.append(ctx, e.Event, records, e.Attempt, e.Durability == runtime.Sync)
+	return j.append(ctx, e.Event, records, e.Attempt, e.Durability)
 }
 
 // append queues one event with the record changes it witnesses and, if
 // sync, waits for its batch to be written.
-func (j *DB) append(ctx context.Context, ev runtime.Event, records []record, att *runtime.Attempt, sync bool) (runtime.Event, error) {
+func (j *DB) append(ctx context.Context, ev runtime.Event, records []record, att *runtime.Attempt, d runtime.Durability) (runtime.Event, error) {
 	if err := j.waitRoom(ctx); err != nil {
 		return runtime.Event{}, err
 	}
-	ev, f, err := j.enqueue(ev, records, att, sync)
+	sync := d == runtime.Sync
+	ev, f, err := j.enqueue(ev, records, att, d)
 	if err != nil {
 		return runtime.Event{}, err
 	}
@@ -802,10 +806,14 @@ func (j *DB) fullBatch() *flush {
 // enqueue assigns the event its sequence and chains it, and queues it with
 // its records for the writer. It returns the batch to wait for. The lock is
 // released however enqueue returns, a panic included.
-func (j *DB) enqueue(ev runtime.Event, records []record, att *runtime.Attempt, sync bool) (runtime.Event, *flush, error) {
+func (j *DB) enqueue(ev runtime.Event, records []record, att *runtime.Attempt, d runtime.Durability) (runtime.Event, *flush, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.enqueueLocked(ev, records, att, sync)
+	ev, f, err := j.enqueueLocked(ev, records, att, d == runtime.Sync)
+	if err == nil && d == runtime.Prompt {
+		j.prompts++
+	}
+	return ev, f, err
 }
 
 // enqueueLocked is enqueue with j.mu held.

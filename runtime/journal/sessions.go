@@ -54,7 +54,7 @@ func (s *Sessions) Put(cookie string, sess store.Session) error {
 	}
 	body, _ := json.Marshal(map[string]any{"op": "opened", "user": sess.User, "role": sess.Role, "remote": sess.Remote, "expires": sess.Expires})
 	rec := record{ref: ref{bucket: string(bSessions), key: string(sessionKey(cookie)), op: opPut, digest: digestOf(b)}, js: b}
-	_, err = s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, []record{rec}, nil, true)
+	_, err = s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, []record{rec}, nil, runtime.Sync)
 	if err == nil {
 		err = failpoint.Inject(failpoint.SessionWrite)
 	}
@@ -144,7 +144,7 @@ func (s *Sessions) Delete(cookie string) error {
 	}
 	body, _ := json.Marshal(map[string]any{"op": "closed", "user": user})
 	rec := record{ref: ref{bucket: string(bSessions), key: key, op: opDelete}}
-	_, err := s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, []record{rec}, nil, true)
+	_, err := s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, []record{rec}, nil, runtime.Sync)
 	return err
 }
 
@@ -181,7 +181,7 @@ func (s *Sessions) Prune(now time.Time) (int, error) {
 		return 0, err
 	}
 	body, _ := json.Marshal(map[string]any{"op": "expired", "sessions": len(refs)})
-	if _, err := s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, refs, nil, true); err != nil {
+	if _, err := s.j.append(context.Background(), runtime.Event{Kind: KindSession, Body: body}, refs, nil, runtime.Sync); err != nil {
 		return 0, err
 	}
 	return len(refs), nil

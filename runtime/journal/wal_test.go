@@ -604,3 +604,28 @@ func noise(n int) string {
 	}
 	return b.String()[:n]
 }
+
+// TestAPromptCommitIsWrittenWithoutTheFlushInterval: a prompt commit (a
+// refusal, a login refused) returns at once, and is written and served
+// without waiting for the flush interval, taking the readings queued
+// before it along in the same fdatasync.
+func TestAPromptCommitIsWrittenWithoutTheFlushInterval(t *testing.T) {
+	j := open(t, tempPath(t), Options{FlushInterval: time.Hour})
+	commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{}`), nil)
+	s0 := j.Stats()
+	reading := commit(t, j, runtime.Async, ev(runtime.KindObserved, `{"value":1}`), nil)
+	refused := commit(t, j, runtime.Prompt, ev(runtime.KindRefused, `{"why":"no"}`), nil)
+	runtimetest.WaitFor(t, "the refusal served", func() bool {
+		evs, err := j.Events(t.Context(), reading.Seq-1, 10)
+		return err == nil && len(evs) == 2 && evs[1].Seq == refused.Seq
+	})
+	if d := j.Stats().LogSyncs - s0.LogSyncs; d != 1 {
+		t.Fatalf("the reading and the refusal took %d fdatasyncs, want 1", d)
+	}
+	// An async commit alone still waits for the interval.
+	late := commit(t, j, runtime.Async, ev(runtime.KindObserved, `{"value":2}`), nil)
+	time.Sleep(200 * time.Millisecond)
+	if evs, _ := j.Events(t.Context(), late.Seq-1, 10); len(evs) != 0 {
+		t.Fatalf("a lone reading was served before the flush interval: %+v", evs)
+	}
+}

@@ -47,27 +47,37 @@ func (j *DB) writer() {
 // many. A lone caller never waits.
 const syncGather = 800 * time.Microsecond
 
+// promptGather is how long a queue with prompt commits and no sync one
+// waits before its write, for the commits that come with it (the events of
+// one refused command, a burst of refused logins).
+const promptGather = 20 * time.Millisecond
+
 // linger waits before a write so that commits share it. A queue of async
-// commits waits up to FlushInterval after the oldest arrived. A queue with
+// commits waits up to FlushInterval after the oldest arrived, one with a
+// prompt commit up to promptGather. A queue with
 // sync commits waits only while the callers released by the last write are
 // still coming back, and at most syncGather. A full batch or Close ends
 // any wait.
 func (j *DB) linger() {
 	for {
 		j.mu.Lock()
-		n, syncs, expect, from, flushed, force := len(j.queue), j.syncs, j.expect, j.queueFrom, j.flushedAt, j.flushForce
+		n, syncs, prompts, expect, from, flushed, force := len(j.queue), j.syncs, j.prompts, j.expect, j.queueFrom, j.flushedAt, j.flushForce
 		j.flushForce = false
 		j.mu.Unlock()
 		if n == 0 || n >= maxBatch || force {
 			return
 		}
 		var wait time.Duration
-		if syncs > 0 {
+		switch {
+		case syncs > 0:
 			if syncs >= expect {
 				return
 			}
 			wait = syncGather - time.Since(flushed)
-		} else {
+		case prompts > 0:
+			// Nobody waits on it: a moment for what comes with it.
+			wait = promptGather - time.Since(from)
+		default:
 			wait = j.opts.FlushInterval - time.Since(from)
 		}
 		if wait <= 0 {
@@ -91,7 +101,7 @@ func (j *DB) linger() {
 func (j *DB) flushOnce() {
 	j.mu.Lock()
 	batch, f, released := j.queue, j.cur, j.syncs
-	j.queue, j.syncs = nil, 0
+	j.queue, j.syncs, j.prompts = nil, 0, 0
 	j.cur = &flush{done: make(chan struct{})}
 	failed := j.failed
 	j.mu.Unlock()
