@@ -67,6 +67,9 @@ type Parts struct {
 	Uplink *uplink.Uplink
 	// Web is the console, or nil when it is turned off.
 	Web *web.Server
+	// Journal is the journal, for its figures; nil when it could not be
+	// opened (the engine then refuses every actuation, saying why).
+	Journal *journal.DB
 }
 
 // Run runs the gateway until ctx is done. It returns nil on a clean stop.
@@ -100,7 +103,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	served = true
 	return g.serve(ctx, func() {
 		if opts.Ready != nil {
-			opts.Ready(Parts{Engine: g.eng, MQTT: g.broker, Uplink: g.link, Web: g.console})
+			opts.Ready(Parts{Engine: g.eng, MQTT: g.broker, Uplink: g.link, Web: g.console, Journal: g.db})
 		}
 	}, func() {
 		if opts.Stopping != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/gateway/command"
 	"github.com/shadowgate/shadowgate/runtime"
+	"github.com/shadowgate/shadowgate/runtime/journal"
 )
 
 // hwRig runs the whole gateway on drivers and devices a test gives, with
@@ -22,9 +23,11 @@ import (
 type hwRig struct {
 	t      testing.TB
 	Engine *runtime.Engine
-	prefix string
-	client paho.Client
-	stop   func() error
+	// Journal is the gateway's journal, for its figures.
+	Journal *journal.DB
+	prefix  string
+	client  paho.Client
+	stop    func() error
 	// Log has everything the gateway logged.
 	Log *syncBuffer
 
@@ -95,7 +98,9 @@ func startHardwareWith(t testing.TB, o hwOptions, hardware string) *hwRig {
 		t.Fatalf("the test's configuration: %v", err)
 	}
 	b.StateDir = t.TempDir()
-	b.Journal.FlushInterval = testFlush
+	if _, bench := t.(*testing.B); !bench {
+		b.Journal.FlushInterval = testFlush // a benchmark keeps the default
+	}
 	r := &hwRig{t: t, prefix: "shadowgate/hw/", replies: map[string]chan command.Reply{}, Log: &syncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan Parts, 1)
@@ -132,7 +137,7 @@ func startHardwareWith(t testing.TB, o hwOptions, hardware string) *hwRig {
 			t.Errorf("the gateway did not stop cleanly: %v", err)
 		}
 	})
-	r.Engine = p.Engine
+	r.Engine, r.Journal = p.Engine, p.Journal
 	opts := paho.NewClientOptions().AddBroker("tcp://" + p.MQTT.Addr("tcp")).SetClientID("hw-test").
 		SetUsername("demo").SetPassword("greenhouse-demo").SetAutoReconnect(false).SetConnectTimeout(30 * time.Second)
 	r.client = paho.NewClient(opts)
@@ -217,4 +222,34 @@ func (r *hwRig) WaitEvent(since uint64, kind runtime.Kind, device string) runtim
 		r.t.Fatalf("no %s event for %s within 15s\n%s", kind, device, r.Log)
 	}
 	return found
+}
+
+// durableShare measures, around a governed sub-benchmark, what its durable
+// points cost and what governance costs besides: the floor of a governed
+// step is its device round trip (raw, the same step without the gateway)
+// plus the log writes it waits for; the rest is judging, journaling in
+// memory, confirming and answering.
+type durableShare struct {
+	j  *journal.DB
+	s0 journal.Stats
+}
+
+func (r *hwRig) durableShare() durableShare { return durableShare{j: r.Journal, s0: r.Journal.Stats()} }
+
+// report reports points/op (the log writes a step made, one fdatasync
+// each), point-µs (their mean), and rest-%-device: the step's time beyond
+// its device round trip and its points, over the device round trip.
+func (d durableShare) report(b *testing.B, raw time.Duration) {
+	s1 := d.j.Stats()
+	n := s1.Batches - d.s0.Batches
+	perOp := b.Elapsed() / time.Duration(b.N)
+	points := float64(n) / float64(b.N)
+	b.ReportMetric(points, "points/op")
+	if n > 0 {
+		b.ReportMetric(float64((s1.CommitTime-d.s0.CommitTime).Microseconds())/float64(n), "point-µs")
+	}
+	if raw > 0 {
+		rest := perOp - raw - (s1.CommitTime-d.s0.CommitTime)/time.Duration(b.N)
+		b.ReportMetric(100*float64(rest)/float64(raw), "rest-%-device")
+	}
 }

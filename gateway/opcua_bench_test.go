@@ -62,6 +62,7 @@ func BenchmarkOPCUAStep(b *testing.B) {
 		})
 		b.Run(name+"/governed", func(b *testing.B) {
 			governed(b)
+			share := r.durableShare()
 			b.ResetTimer()
 			for range b.N {
 				governed(b)
@@ -69,6 +70,7 @@ func BenchmarkOPCUAStep(b *testing.B) {
 			if d := raw[name]; d > 0 {
 				b.ReportMetric(float64(b.Elapsed()/time.Duration(b.N))/float64(d), "x-raw")
 			}
+			share.report(b, raw[name])
 		})
 	}
 	step("write-confirmed", func(b *testing.B) {

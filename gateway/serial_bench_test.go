@@ -255,6 +255,7 @@ func BenchmarkSerialStep(b *testing.B) {
 			last := pi == len(pairs)-1 && ki == len(kinds)-1
 			b.Run(p.name+"/"+kind, func(b *testing.B) {
 				before := bd.Requests()
+				share := gw.durableShare()
 				for b.Loop() {
 					op(b)
 				}
@@ -265,6 +266,7 @@ func BenchmarkSerialStep(b *testing.B) {
 				if raw := rawTally.mean(); kind != "raw" && raw > 0 {
 					b.ReportMetric(float64(perOp)/float64(raw), "x-raw")
 					b.ReportMetric(100*float64(perOp-raw)/float64(raw+wire), "overhead-%-wire")
+					share.report(b, raw)
 				}
 				if last {
 					b.Logf("governed/raw on the line firmware (pty), means so far: %s", summary())
