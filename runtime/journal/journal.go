@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -1065,16 +1067,25 @@ func (j *DB) Load(ctx context.Context) (runtime.Snapshot, error) {
 		if h, _ := j.link(tx, kHead); st != nil && (h == nil || indexedHead(tx.Bucket(bMeta)) != h.Seq) {
 			st = nil // behind the records (a read-only open of a file an older build wrote): read them all
 		}
+		// The records are checked once all are gathered, in the order
+		// of their events, so that each block of the store is read once;
+		// then kept in the order gathered.
+		type gathered struct {
+			bucket, k, v []byte
+			keep         func(k, js []byte) error
+			seq          uint64
+			js           []byte
+			err          error
+		}
+		var all []*gathered
 		each := func(bucket []byte, keep func(k, js []byte) error) {
 			b := tx.Bucket(bucket)
 			one := func(k, v []byte) error {
-				js, err := j.backed(tx, bucket, k, v)
-				if err == nil {
-					err = keep(k, js)
+				g := &gathered{bucket: bucket, k: k, v: v, keep: keep}
+				if len(v) >= 9 {
+					g.seq = binary.BigEndian.Uint64(v[1:9])
 				}
-				if err != nil {
-					bad = append(bad, err)
-				}
+				all = append(all, g)
 				return nil
 			}
 			if !indexed(bucket) || st == nil {
@@ -1157,6 +1168,21 @@ func (j *DB) Load(ctx context.Context) (runtime.Snapshot, error) {
 			}
 			return nil
 		})
+		byEvent := slices.Clone(all)
+		slices.SortStableFunc(byEvent, func(a, b *gathered) int { return cmp.Compare(a.seq, b.seq) })
+		h := j.events(tx)
+		for _, g := range byEvent {
+			g.js, g.err = j.backedIn(tx, h, g.bucket, g.k, g.v)
+		}
+		for _, g := range all {
+			err := g.err
+			if err == nil {
+				err = g.keep(g.k, g.js)
+			}
+			if err != nil {
+				bad = append(bad, err)
+			}
+		}
 		for _, name := range order {
 			s.States = append(s.States, *states[name])
 		}
@@ -1287,13 +1313,18 @@ func keySeq(k []byte) uint64 {
 }
 
 // view and update run a bbolt transaction. bbolt panics on some damaged
-// pages; that becomes a *CorruptError here, never a crash of the gateway.
+// pages, and a damaged page number can send it past the file's mapping,
+// a fault that would end the process: with the goroutine set to panic on
+// such faults, both become a *CorruptError here, never a crash of the
+// gateway.
 func (j *DB) view(fn func(*bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer j.recoverCorrupt(&err)
 	return j.db.View(fn)
 }
 
 func (j *DB) update(fn func(*bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer j.recoverCorrupt(&err)
 	return j.db.Update(fn)
 }

@@ -115,6 +115,12 @@ func unwrapRecord(v []byte) (uint64, []byte, error) {
 // witnesses exactly this content. The whole chain is checked by Verify; this
 // is the check made each time a record is trusted.
 func (j *DB) backed(tx *bolt.Tx, bucket []byte, key []byte, v []byte) ([]byte, error) {
+	return j.backedIn(tx, j.events(tx), bucket, key, v)
+}
+
+// backedIn is backed reading the events with h: records checked in the
+// order of their events read each block of the store once.
+func (j *DB) backedIn(tx *bolt.Tx, h *history, bucket []byte, key []byte, v []byte) ([]byte, error) {
 	seq, js, err := unwrapRecord(v)
 	if err != nil {
 		return nil, &RecordError{Bucket: string(bucket), Key: string(key), Err: err}
@@ -126,7 +132,7 @@ func (j *DB) backed(tx *bolt.Tx, bucket []byte, key []byte, v []byte) ([]byte, e
 	if bad := j.bad.Load(); bad != nil && (*bad)[string(bucket)+"/"+string(key)] {
 		return nil, fail("the start check found it disagrees with the events")
 	}
-	ev, err := j.events(tx).get(seq)
+	ev, err := h.get(seq)
 	if err != nil {
 		return nil, fail("event %d cannot be read: %v", seq, err)
 	}
