@@ -94,15 +94,52 @@ func packEvents(canon [][]byte) []byte {
 	out := make([]byte, 0, size)
 	var at, mono int64
 	for _, c := range canon {
-		a, m := int64(binary.BigEndian.Uint64(c[9:])), int64(binary.BigEndian.Uint64(c[17:]))
-		out = append(out, c[0])
-		out = binary.AppendVarint(out, a-at)
-		out = binary.AppendVarint(out, m-mono)
-		out = binary.AppendUvarint(out, uint64(len(c)-canonHead))
-		out = append(out, c[canonHead:]...)
-		at, mono = a, m
+		out = appendPacked(out, c, &at, &mono)
 	}
 	return out
+}
+
+// appendPacked appends the canonical bytes c packed (see packEvents),
+// after an event whose times were *at and *mono, and makes them c's.
+func appendPacked(out, c []byte, at, mono *int64) []byte {
+	a, m := int64(binary.BigEndian.Uint64(c[9:])), int64(binary.BigEndian.Uint64(c[17:]))
+	out = append(out, c[0])
+	out = binary.AppendVarint(out, a-*at)
+	out = binary.AppendVarint(out, m-*mono)
+	out = binary.AppendUvarint(out, uint64(len(c)-canonHead))
+	out = append(out, c[canonHead:]...)
+	*at, *mono = a, m
+	return out
+}
+
+// unpackOne takes one packed event, seq, from the start of plain: it
+// appends its canonical bytes to buf, and returns what is left of plain
+// and buf.
+func unpackOne(plain []byte, seq uint64, at, mono *int64, buf []byte) ([]byte, []byte, error) {
+	if len(plain) < 1 {
+		return nil, nil, fmt.Errorf("event %d: %w", seq, errShort)
+	}
+	f := plain[0]
+	da, k1 := binary.Varint(plain[1:])
+	if k1 <= 0 {
+		return nil, nil, fmt.Errorf("event %d: a bad time", seq)
+	}
+	dm, k2 := binary.Varint(plain[1+k1:])
+	if k2 <= 0 {
+		return nil, nil, fmt.Errorf("event %d: a bad monotonic time", seq)
+	}
+	rest, k3 := binary.Uvarint(plain[1+k1+k2:])
+	if k3 <= 0 || rest > uint64(len(plain)-1-k1-k2-k3) {
+		return nil, nil, fmt.Errorf("event %d: %w", seq, errShort)
+	}
+	plain = plain[1+k1+k2+k3:]
+	*at, *mono = *at+da, *mono+dm
+	buf = append(buf, f)
+	buf = binary.BigEndian.AppendUint64(buf, seq)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(*at))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(*mono))
+	buf = append(buf, plain[:rest]...)
+	return plain[rest:], buf, nil
 }
 
 // unpackEvents takes apart what packEvents made of n events from first,
@@ -112,30 +149,10 @@ func unpackEvents(plain []byte, first, n uint64, buf []byte) ([]byte, []int, err
 	ends := make([]int, 0, n)
 	var at, mono int64
 	for i := range n {
-		if len(plain) < 1 {
-			return nil, nil, fmt.Errorf("event %d of the block: %w", first+i, errShort)
+		var err error
+		if plain, buf, err = unpackOne(plain, first+i, &at, &mono, buf); err != nil {
+			return nil, nil, fmt.Errorf("the block's %w", err)
 		}
-		f := plain[0]
-		da, k1 := binary.Varint(plain[1:])
-		if k1 <= 0 {
-			return nil, nil, fmt.Errorf("event %d of the block: a bad time", first+i)
-		}
-		dm, k2 := binary.Varint(plain[1+k1:])
-		if k2 <= 0 {
-			return nil, nil, fmt.Errorf("event %d of the block: a bad monotonic time", first+i)
-		}
-		rest, k3 := binary.Uvarint(plain[1+k1+k2:])
-		if k3 <= 0 || rest > uint64(len(plain)-1-k1-k2-k3) {
-			return nil, nil, fmt.Errorf("event %d of the block: %w", first+i, errShort)
-		}
-		plain = plain[1+k1+k2+k3:]
-		at, mono = at+da, mono+dm
-		buf = append(buf, f)
-		buf = binary.BigEndian.AppendUint64(buf, first+i)
-		buf = binary.BigEndian.AppendUint64(buf, uint64(at))
-		buf = binary.BigEndian.AppendUint64(buf, uint64(mono))
-		buf = append(buf, plain[:rest]...)
-		plain = plain[rest:]
 		ends = append(ends, len(buf))
 	}
 	if len(plain) != 0 {

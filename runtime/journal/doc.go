@@ -154,16 +154,23 @@
 //	u32 0x53474631 ‖ u32 len ‖ u64 first seq ‖ u32 count ‖ u8 codec ‖ 3 zero ‖ u32 CRC ‖ payload
 //
 // with CRC the CRC-32C of the segment's index (u64), the 24 header bytes
-// before it and the payload. codec 0 is the payload as it is, 1 is it
-// compressed with DEFLATE (RFC 1951). Uncompressed, the payload holds
-// count entries, each
+// before it and the payload. codec 2 is the payload as it is, 3 is it
+// compressed with zstd (RFC 8878). Uncompressed, the payload is
 //
-//	uvarint len ‖ the event's stored value (as in the store, below) ‖ u8 flags ‖
+//	32 prev of the first entry's event ‖ 32 hash of the last one's ‖ count entries, each
+//	the event packed as in a block of the store (below) ‖ u8 flags ‖
 //	uvarint n ‖ n × (uvarint len ‖ JSON)
 //
 // with one JSON per record change of the event, in its order: the record
-// an opPut stores, empty for any other operation. Flag 1 marks a prune
-// (its events are deleted when the store applies it). A frame with count
+// an opPut stores, empty for any other operation. The i-th entry's event
+// has the frame's first seq plus i; its hash is computed from the one
+// before, and the last computed must equal the frame's. Flag 1 marks a
+// prune (its events are deleted when the store applies it). Codecs 0 (as
+// it is) and 1 (DEFLATE, RFC 1951), written by earlier builds and still
+// read, hold count entries, each
+//
+//	uvarint len ‖ the event's stored value (canonical ‖ prev ‖ hash) ‖ u8 flags ‖
+//	uvarint n ‖ n × (uvarint len ‖ JSON) A frame with count
 // 0 seals its segment: the next one follows. The first frame of a segment
 // holds its first seq, each next frame the seq after the last one before.
 // Integers are big-endian. Segments the store holds are kept (at most two)

@@ -29,9 +29,13 @@ const (
 	segHeader  = 40         // magic ‖ u64 index ‖ u64 first seq ‖ u64 preallocated size ‖ u32 0 ‖ u32 crc
 	frameMagic = 0x53474631 // "SGF1"
 	frameHead  = 28         // u32 magic ‖ u32 len ‖ u64 first seq ‖ u32 count ‖ u8 codec ‖ 3 zero ‖ u32 crc
-	// codecs of a frame's payload
-	codecRaw   = 0
-	codecFlate = 1
+	// codecs of a frame's payload: 0 and 1 hold entries as encodeEntries
+	// makes them (written by earlier builds, still read), 2 and 3 as
+	// packEntries does.
+	codecRaw        = 0
+	codecFlate      = 1
+	codecPacked     = 2
+	codecPackedZstd = 3
 	// flagPrune marks an entry whose event prunes the events it names
 	// when the store applies it.
 	flagPrune = 1
@@ -86,8 +90,7 @@ type wal struct {
 	// never passes its check (a frame's CRC names its segment's index).
 	top  uint64
 	buf  []byte
-	zbuf bytes.Buffer
-	zw   *flate.Writer
+	zbuf []byte
 
 	// counts, for Stats and benchmarks
 	syncs, written int64
@@ -347,17 +350,31 @@ func readFrame(b []byte, segIndex, seq uint64) (int64, []logEntry, bool, error) 
 	}
 	raw := payload
 	switch codec {
-	case codecRaw:
+	case codecRaw, codecPacked:
 	case codecFlate:
 		var err error
 		raw, err = io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(payload)), maxFrameRead))
 		if err != nil {
 			return 0, nil, false, fmt.Errorf("a frame's payload does not inflate: %w", err)
 		}
+	case codecPackedZstd:
+		_, dec, err := coders()
+		if err == nil {
+			raw, err = dec.DecodeAll(payload, nil)
+		}
+		if err != nil {
+			return 0, nil, false, fmt.Errorf("a frame's payload does not decompress: %w", err)
+		}
 	default:
 		return 0, nil, false, fmt.Errorf("a frame of unknown codec %d", codec)
 	}
-	ents, err := decodeEntries(raw, int(count))
+	var ents []logEntry
+	var err error
+	if codec == codecPacked || codec == codecPackedZstd {
+		ents, err = unpackEntries(raw, first, uint64(count))
+	} else {
+		ents, err = decodeEntries(raw, int(count))
+	}
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("frame of events %d to %d: %w", first, first+uint64(count)-1, err)
 	}
@@ -421,6 +438,89 @@ func encodeEntries(b []byte, ents []logEntry) []byte {
 		}
 	}
 	return b
+}
+
+// packEntries appends the entries of a frame, consecutive events, to b as
+// the log keeps them: the prev of the first and the hash of the last, then
+// for each entry its event packed as a block packs it (appendPacked: the
+// seq left out, the times as differences), its flags, and its records'
+// JSON as encodeEntries writes them. The other hashes are computed again
+// when the frame is read, and the last must come out.
+func packEntries(b []byte, ents []logEntry) []byte {
+	_, prev, _ := splitValue(ents[0].value)
+	_, _, last := splitValue(ents[len(ents)-1].value)
+	b = append(b, prev[:]...)
+	b = append(b, last[:]...)
+	var at, mono int64
+	for _, e := range ents {
+		c, _, _ := splitValue(e.value)
+		b = appendPacked(b, c, &at, &mono)
+		b = append(b, e.flags)
+		b = binary.AppendUvarint(b, uint64(len(e.js)))
+		for _, js := range e.js {
+			b = binary.AppendUvarint(b, uint64(len(js)))
+			b = append(b, js...)
+		}
+	}
+	return b
+}
+
+// unpackEntries takes apart what packEntries made of count entries from
+// first.
+func unpackEntries(b []byte, first, count uint64) ([]logEntry, error) {
+	if len(b) < 2*hashSize {
+		return nil, errShort
+	}
+	var prev, last hash
+	copy(prev[:], b)
+	copy(last[:], b[hashSize:])
+	b = b[2*hashSize:]
+	// Each entry takes at least six bytes: no more are made than fit.
+	if count > uint64(len(b))/6 {
+		return nil, fmt.Errorf("%d entries cannot fit in %d bytes", count, len(b))
+	}
+	out := make([]logEntry, 0, count)
+	var at, mono int64
+	for i := range count {
+		var c []byte
+		var err error
+		if b, c, err = unpackOne(b, first+i, &at, &mono, nil); err != nil {
+			return nil, err
+		}
+		h := chain(c, prev)
+		c = append(append(c, prev[:]...), h[:]...)
+		prev = h
+		e := logEntry{value: c}
+		if len(b) < 1 {
+			return nil, errShort
+		}
+		e.flags, b = b[0], b[1:]
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return nil, errShort
+		}
+		b = b[k:]
+		for range n {
+			l, k := binary.Uvarint(b)
+			if k <= 0 || l > uint64(len(b)-k) {
+				return nil, errShort
+			}
+			var js []byte
+			if l > 0 {
+				js = b[k : k+int(l)]
+			}
+			b = b[k+int(l):]
+			e.js = append(e.js, js)
+		}
+		out = append(out, e)
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%d stray bytes after the entries", len(b))
+	}
+	if prev != last {
+		return nil, fmt.Errorf("events %d to %d do not match the frame's hash (altered)", first, first+count-1)
+	}
+	return out, nil
 }
 
 func decodeEntries(b []byte, count int) ([]logEntry, error) {
@@ -504,19 +604,16 @@ const (
 
 // appendFrame writes one frame holding ents, unsynced.
 func (w *wal) appendFrame(first uint64, ents []logEntry) error {
-	raw := encodeEntries(w.buf[:0], ents)
+	raw := packEntries(w.buf[:0], ents)
 	w.buf = raw
-	payload, codec := raw, byte(codecRaw)
-	if len(raw) > 512 {
-		if w.zw == nil {
-			w.zw, _ = flate.NewWriter(&w.zbuf, flate.BestSpeed)
-		}
-		w.zbuf.Reset()
-		w.zw.Reset(&w.zbuf)
-		_, _ = w.zw.Write(raw)
-		_ = w.zw.Close()
-		if w.zbuf.Len() < len(raw)*7/8 {
-			payload, codec = w.zbuf.Bytes(), codecFlate
+	payload, codec := raw, byte(codecPacked)
+	// Compressed when it pays, and within what a reader will decompress.
+	if len(raw) > 512 && len(raw) <= maxBlockRaw {
+		if enc, _, err := coders(); err == nil {
+			w.zbuf = enc.EncodeAll(raw, w.zbuf[:0])
+			if len(w.zbuf) < len(raw)*7/8 {
+				payload, codec = w.zbuf, codecPackedZstd
+			}
 		}
 	}
 	size := int64(frameHead + len(payload))
