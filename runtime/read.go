@@ -71,7 +71,7 @@ func (e *Engine) readStep(ctx context.Context, r *run, step int, principal, devi
 		return e.failedAs(ctx, Async, base, "cancelled before reading")
 	}
 	e.refresh(ctx)
-	ent, c, obs, ok := e.lookupTarget(ctx, base)
+	ent, c, obs, ok := e.lookupTarget(ctx, Async, base)
 	if !ok {
 		return obs
 	}

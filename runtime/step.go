@@ -70,19 +70,21 @@ func (o Observation) Outcome() string {
 	return "failed"
 }
 
-// lookupTarget finds the device and capability of a step, or a Failed observation.
-func (e *Engine) lookupTarget(ctx context.Context, base Observation) (devices.Entry, *devices.Capability, Observation, bool) {
+// lookupTarget finds the device and capability of a step, or a Failed
+// observation journaled with d: Async for a read, whose failures come as
+// often as its polls (a device offline is polled on).
+func (e *Engine) lookupTarget(ctx context.Context, d Durability, base Observation) (devices.Entry, *devices.Capability, Observation, bool) {
 	ent, ok := e.reg.Lookup(base.Device)
 	if !ok {
 		why := "device " + base.Device + " is not online"
 		if err := e.DeviceWhy(base.Device); err != nil {
 			why = "device " + base.Device + " is offline: " + err.Error()
 		}
-		return ent, nil, e.failed(ctx, base, why), false
+		return ent, nil, e.failedAs(ctx, d, base, why), false
 	}
 	c, ok := ent.Device.Capability(base.Capability)
 	if !ok {
-		return ent, nil, e.failed(ctx, base, "device "+base.Device+" has no capability "+base.Capability), false
+		return ent, nil, e.failedAs(ctx, d, base, "device "+base.Device+" has no capability "+base.Capability), false
 	}
 	return ent, c, Observation{}, true
 }

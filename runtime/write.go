@@ -46,7 +46,7 @@ func (e *Engine) write(ctx context.Context, w *writeReq) (obs Observation) {
 		return e.failed(ctx, base, "cancelled before acting")
 	}
 	e.refresh(ctx)
-	ent, c, obs, ok := e.lookupTarget(ctx, base)
+	ent, c, obs, ok := e.lookupTarget(ctx, Prompt, base)
 	if !ok {
 		return obs
 	}

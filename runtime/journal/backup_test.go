@@ -68,21 +68,38 @@ func TestBackupDoesNotHoldUpTheWriter(t *testing.T) {
 }
 
 // TestWedgedWriterIsNotHealthy: what waits for the writer longer than a
-// disk should take makes Err report the journal stalled.
+// disk should take past when its write was due makes Err report the
+// journal stalled; readings waiting out the flush interval do not.
 func TestWedgedWriterIsNotHealthy(t *testing.T) {
-	j := open(t, tempPath(t), Options{})
+	j := open(t, tempPath(t), Options{FlushInterval: time.Minute})
 	if err := j.Err(); err != nil {
 		t.Fatal(err)
 	}
-	j.mu.Lock()
-	j.queue = append(j.queue, item{})
-	j.queueFrom = time.Now().Add(-time.Minute)
-	j.mu.Unlock()
-	err := j.Err()
-	j.mu.Lock()
-	j.queue = j.queue[:0] // nothing to write at Close
-	j.mu.Unlock()
-	if !errors.Is(err, ErrStalled) {
-		t.Fatalf("Err with an item waiting a minute = %v, want ErrStalled", err)
+	for _, c := range []struct {
+		name        string
+		readingsFor time.Duration // how long the oldest reading has waited
+		syncFor     time.Duration // how long a sync commit has waited; 0: none
+		wantStalled bool
+	}{
+		{"readings within the interval", 50 * time.Second, 0, false},
+		{"readings a little past it", time.Minute + 10*time.Second, 0, false},
+		{"readings long past it", time.Minute + stallAfter + 5*time.Second, 0, true},
+		{"a sync commit past the bound", 10 * time.Second, stallAfter + 5*time.Second, true},
+		{"a sync commit within it", 50 * time.Second, 5 * time.Second, false},
+	} {
+		j.mu.Lock()
+		j.queue = append(j.queue, item{})
+		j.queueFrom = time.Now().Add(-c.readingsFor)
+		if c.syncFor > 0 {
+			j.syncs, j.urgentFrom = 1, time.Now().Add(-c.syncFor)
+		}
+		j.mu.Unlock()
+		err := j.Err()
+		j.mu.Lock()
+		j.queue, j.syncs = j.queue[:0], 0 // nothing to write at Close
+		j.mu.Unlock()
+		if errors.Is(err, ErrStalled) != c.wantStalled {
+			t.Errorf("%s: Err = %v, want stalled %v", c.name, err, c.wantStalled)
+		}
 	}
 }

@@ -34,8 +34,11 @@ const (
 	// blockHeader is the format byte, the count and the two hashes.
 	blockHeader = 1 + 4 + 2*hashSize
 	// maxBlockRaw bounds what a block may decompress to: a file that says
-	// more is damaged, and is not given the memory.
+	// more is damaged, and is not given the memory. An event bigger than
+	// maxAlone is stored alone, uncompressed, so that no block written
+	// comes near it.
 	maxBlockRaw = 16 << 20
+	maxAlone    = 1 << 20
 )
 
 var (
@@ -211,9 +214,10 @@ func decodeBlock(first uint64, v []byte) ([]storedEvent, error) {
 		}
 		return nil, errors.New("a block of no events")
 	}
-	// Every event takes more than eight bytes packed.
-	if n > maxBlockRaw/8 {
-		return nil, fmt.Errorf("a block of %d events is more than one can hold", n)
+	// No block is written with more; a count beyond it is damage, not
+	// memory to give.
+	if n > blockEvents {
+		return nil, fmt.Errorf("a block of %d events, more than the %d one holds", n, blockEvents)
 	}
 	_, dec, err := coders()
 	if err != nil {
@@ -225,6 +229,10 @@ func decodeBlock(first uint64, v []byte) ([]storedEvent, error) {
 	plain, err := dec.DecodeAll(v[blockHeader:], nil)
 	if err != nil {
 		return nil, fmt.Errorf("the block's events cannot be decompressed: %w", err)
+	}
+	// Each event takes at least four bytes packed.
+	if n*4 > uint64(len(plain)) {
+		return nil, fmt.Errorf("%d events cannot fit in the block's %d bytes", n, len(plain))
 	}
 	canon, ends, err := unpackEvents(plain, first, n, make([]byte, 0, len(plain)+int(n)*24))
 	if err != nil {
@@ -423,8 +431,21 @@ func (h *history) get(seq uint64) ([]byte, error) {
 // first, as blocks.
 func putBlocks(jb *bolt.Bucket, first uint64, values [][]byte) error {
 	for len(values) > 0 {
+		// An event too big to share a block that a reader would
+		// decompress is kept alone, as files before blocks keep events.
+		if v := values[0]; len(v) > maxAlone {
+			if len(v) < 1+8+2*hashSize || binary.BigEndian.Uint64(v[1:]) != first {
+				return fmt.Errorf("an event stored alone is not event %d", first)
+			}
+			if err := jb.Put(seqKey(first), v); err != nil {
+				return fmt.Errorf("event %d: %w", first, err)
+			}
+			first++
+			values = values[1:]
+			continue
+		}
 		n, size := 0, 0
-		for n < len(values) && n < blockEvents && size < blockBytes {
+		for n < len(values) && n < blockEvents && size < blockBytes && len(values[n]) <= maxAlone {
 			v := values[n]
 			if len(v) < 1+8+2*hashSize || binary.BigEndian.Uint64(v[1:]) != first+uint64(n) {
 				return fmt.Errorf("a block's event %d is not event %d", n, first+uint64(n))

@@ -305,6 +305,7 @@ func TestABlockIsReadWithinBounds(t *testing.T) {
 	huge := enc.EncodeAll(make([]byte, maxBlockRaw+1), head(1))
 	for name, v := range map[string][]byte{
 		"a count beyond any block": head(1 << 31),
+		"one more than a block":    head(blockEvents + 1),
 		"too much inside":          huge,
 		"no events":                head(0),
 		"short":                    head(1)[:20],
@@ -351,4 +352,30 @@ func FuzzDecodeBlock(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestABigEventIsKeptAlone: an event bigger than a block may hold is kept
+// one a key, between blocks, and the chain reads whole across it.
+func TestABigEventIsKeptAlone(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{})
+	fill(t, j, 10)
+	commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{"pad":"`+noise(maxAlone+10)+`"}`), nil)
+	fill(t, j, 10)
+	settle(t, j)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keys := blockKeys(t, path)
+	if len(keys) != 3 || keys[0] != [2]uint64{1, 10} || keys[1] != [2]uint64{11, 1} || keys[2] != [2]uint64{12, 10} {
+		t.Fatalf("keys %v: want a block, the big event alone, a block", keys)
+	}
+	j = open(t, path, Options{ReadOnly: true})
+	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK || rep.Count != 21 {
+		t.Fatalf("verify = %+v, %v", rep, err)
+	}
+	got, err := j.Events(t.Context(), 10, 2)
+	if err != nil || len(got) != 2 || got[0].Seq != 11 || len(got[0].Body) < maxAlone || got[1].Prev != got[0].Hash {
+		t.Fatalf("Events across the big event: %d, %v", len(got), err)
+	}
 }

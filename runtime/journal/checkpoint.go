@@ -291,7 +291,10 @@ func (j *DB) CheckCheckpoints(ctx context.Context, vkey string) (int, []string, 
 			if err == nil {
 				sd, err = decodeEvent(sv)
 			}
-			if err != nil || sd.hash.String() != cp.Hash {
+			switch {
+			case err != nil:
+				bad = append(bad, fmt.Sprintf("checkpoint event %d signed event %d, which cannot be read: %v", d.ev.Seq, cp.Size, err))
+			case sd.hash.String() != cp.Hash:
 				bad = append(bad, fmt.Sprintf("checkpoint event %d signed event %d with hash %s, which now has another: the journal was re-chained", d.ev.Seq, cp.Size, cp.Hash))
 			}
 		}

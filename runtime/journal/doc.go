@@ -20,6 +20,7 @@
 //	outbox     messages waiting for the uplink
 //	meta       "schema", "head", "anchor", "bytes"
 //	sessions   console sessions, key = SHA-256 of the session cookie
+//	index-starting, index-ended, index-ended-by   the indexes of the records (below)
 //
 // meta "schema" is a big-endian uint32. A file with a newer schema than this
 // build knows is refused with a *SchemaError, never rewritten. A schema 1
@@ -105,8 +106,11 @@
 //	uv   the length of the rest, then the rest: canonical(event) after mono
 //
 // where vi is a signed varint (zigzag, as Go's encoding/binary) and uv an
-// unsigned one. A block holds count consecutive events (at most 256, and
-// up to about 64 KiB of canonical bytes); the i-th (from 0) has the seq of
+// unsigned one; the differences are taken and added modulo 2^64, as
+// two's-complement 64-bit integers wrap. A block holds count consecutive
+// events (at most 256; no more are added once their stored values,
+// hashes counted, reach 64 KiB, and an event of more than 1 MiB is kept
+// alone, one a key); the i-th (from 0) has the seq of
 // the block's key plus i, and its canonical bytes are the format, that
 // seq, at, mono and the rest. The hashes inside a block are not stored:
 // each is computed from the one before, and the last computed must equal
@@ -158,7 +162,7 @@
 // compressed with zstd (RFC 8878). Uncompressed, the payload is
 //
 //	32 prev of the first entry's event ‖ 32 hash of the last one's ‖ count entries, each
-//	the event packed as in a block of the store (below) ‖ u8 flags ‖
+//	the event packed as in a block of the store (above) ‖ u8 flags ‖
 //	uvarint n ‖ n × (uvarint len ‖ JSON)
 //
 // with one JSON per record change of the event, in its order: the record
@@ -170,8 +174,9 @@
 // read, hold count entries, each
 //
 //	uvarint len ‖ the event's stored value (canonical ‖ prev ‖ hash) ‖ u8 flags ‖
-//	uvarint n ‖ n × (uvarint len ‖ JSON) A frame with count
-// 0 seals its segment: the next one follows. The first frame of a segment
+//	uvarint n ‖ n × (uvarint len ‖ JSON)
+//
+// A frame with count 0 seals its segment: the next one follows. The first frame of a segment
 // holds its first seq, each next frame the seq after the last one before.
 // Integers are big-endian. Segments the store holds are kept (at most two)
 // to be reused under a new index; what they held before is no frame of

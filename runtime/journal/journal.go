@@ -259,15 +259,19 @@ type DB struct {
 	queueFrom time.Time // when the oldest queued item arrived
 	syncs     int       // sync commits queued
 	prompts   int       // prompt commits queued
-	expect    int       // sync callers likely queued soon: released by the last write, plus those queued then
-	flushedAt time.Time // when the last write ended
-	cur       *flush    // the batch being gathered
-	committed uint64    // newest seq written
-	ring      []runtime.Event
-	ringSize  int                        // the ringCost of ring
-	open      map[string]runtime.Attempt // attempts not terminal, or not yet written
-	stats     Stats
-	notify    func(seq uint64)
+	// urgentFrom is when the first sync or prompt commit of the queue
+	// came: the queue's write is due from then, or FlushInterval after
+	// queueFrom, whichever is sooner.
+	urgentFrom time.Time
+	expect     int       // sync callers likely queued soon: released by the last write, plus those queued then
+	flushedAt  time.Time // when the last write ended
+	cur        *flush    // the batch being gathered
+	committed  uint64    // newest seq written
+	ring       []runtime.Event
+	ringSize   int                        // the ringCost of ring
+	open       map[string]runtime.Attempt // attempts not terminal, or not yet written
+	stats      Stats
+	notify     func(seq uint64)
 
 	// Pruning, the writer's own: a prune found due while writing a batch
 	// (pruneNext) is queued as an event after it, and the events it names
@@ -813,6 +817,9 @@ func (j *DB) enqueue(ev runtime.Event, records []record, att *runtime.Attempt, d
 	defer j.mu.Unlock()
 	ev, f, err := j.enqueueLocked(ev, records, att, d == runtime.Sync)
 	if err == nil && d == runtime.Prompt {
+		if j.syncs == 0 && j.prompts == 0 {
+			j.urgentFrom = time.Now()
+		}
 		j.prompts++
 	}
 	return ev, f, err
@@ -854,6 +861,9 @@ func (j *DB) enqueueLocked(ev runtime.Event, records []record, att *runtime.Atte
 	j.ring = append(j.ring, ev)
 	j.ringSize += ringCost(&ev)
 	if sync {
+		if j.syncs == 0 && j.prompts == 0 {
+			j.urgentFrom = time.Now()
+		}
 		j.syncs++
 	}
 	return ev, j.cur, nil
@@ -880,12 +890,18 @@ func (j *DB) Err() error {
 		return err
 	}
 	// A writer that has written nothing of what waits for longer than any
-	// disk should take is wedged: the journal cannot witness, and the
-	// gateway says so (its watchdog pings stop) rather than look healthy
-	// while every step waits.
+	// disk should take past when it was due is wedged: the journal cannot
+	// witness, and the gateway says so (its watchdog pings stop) rather
+	// than look healthy while every step waits. Readings alone are due
+	// FlushInterval after the first of them; a sync or prompt commit makes
+	// the queue due at once.
 	if len(j.queue) > 0 {
-		if waited := time.Since(j.queueFrom); waited > stallAfter {
-			return fmt.Errorf("the journal's writer has written nothing for %s: %w", waited.Round(time.Second), ErrStalled)
+		due := j.queueFrom.Add(j.opts.FlushInterval)
+		if (j.syncs > 0 || j.prompts > 0) && j.urgentFrom.Before(due) {
+			due = j.urgentFrom
+		}
+		if waited := time.Since(due); waited > stallAfter {
+			return fmt.Errorf("the journal's writer has written nothing for %s past when it was due: %w", waited.Round(time.Second), ErrStalled)
 		}
 	}
 	return nil

@@ -524,6 +524,10 @@ func unpackEntries(b []byte, first, count uint64) ([]logEntry, error) {
 }
 
 func decodeEntries(b []byte, count int) ([]logEntry, error) {
+	// Each entry takes at least three bytes: no more are made than fit.
+	if count > len(b)/3 {
+		return nil, fmt.Errorf("%d entries cannot fit in %d bytes", count, len(b))
+	}
 	out := make([]logEntry, 0, count)
 	take := func() ([]byte, error) {
 		n, k := binary.Uvarint(b)
