@@ -20,7 +20,7 @@
 //	outbox     messages waiting for the uplink
 //	meta       "schema", "head", "anchor", "bytes"
 //	sessions   console sessions, key = SHA-256 of the session cookie
-//	index-starting, index-ended, index-ended-by   the indexes of the records (below)
+//	index-starting, index-ended, index-ended-by   indexes: what a start loads, what retention may delete
 //
 // meta "schema" is a big-endian uint32. A file with a newer schema than this
 // build knows is refused with a *SchemaError, never rewritten. A schema 1
