@@ -401,7 +401,7 @@ func (h *history) seek(seq uint64) (uint64, []byte, error) {
 		} else {
 			pk, pv = h.c.Prev()
 		}
-		if pk != nil && len(pk) == 8 && blockCount(pv) > 0 && keySeq(pk)+blockCount(pv) > seq {
+		if len(pk) == 8 && blockCount(pv) > 0 && keySeq(pk)+blockCount(pv) > seq {
 			return h.load(pk, pv, int(seq-keySeq(pk)))
 		}
 		k, v = h.c.Seek(seqKey(seq))
