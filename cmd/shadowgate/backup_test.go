@@ -110,12 +110,14 @@ devices:
 	if err := g.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
+	// Its log is read to the end before Wait, which closes the pipe and
+	// may leave the last lines unread.
+	<-drained
 	if err := g.cmd.Wait(); err != nil {
 		t.Fatalf("the gateway stopped with %v", err)
 	}
-	<-drained
 	if !slices.ContainsFunc(rest, has(`msg="gateway stopped"`)) {
-		t.Fatal("the gateway did not log a clean stop")
+		t.Fatalf("the gateway did not log a clean stop; its last lines:\n%s", strings.Join(rest[max(0, len(rest)-20):], "\n"))
 	}
 	if out, err := exec.Command(bin, "journal", "restore", "--state-dir", state, copyFile).CombinedOutput(); err != nil || !bytes.Contains(out, []byte("restored")) {
 		t.Fatalf("journal restore once stopped: %v\n%s", err, out)
