@@ -27,8 +27,9 @@ const formatBlock = 3
 
 const (
 	// blockEvents and blockBytes bound a block: at most this many events,
-	// and no more events once their canonical bytes reach blockBytes. A
-	// read of one event decompresses its block.
+	// and no more events once their stored values (canonical bytes and
+	// hashes) reach blockBytes. A read of one event decompresses its
+	// block.
 	blockEvents = 256
 	blockBytes  = 64 << 10
 	// blockHeader is the format byte, the count and the two hashes.

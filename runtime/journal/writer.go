@@ -54,10 +54,9 @@ const promptGather = 20 * time.Millisecond
 
 // linger waits before a write so that commits share it. A queue of async
 // commits waits up to FlushInterval after the oldest arrived, one with a
-// prompt commit up to promptGather. A queue with
-// sync commits waits only while the callers released by the last write are
-// still coming back, and at most syncGather. A full batch or Close ends
-// any wait.
+// prompt commit up to promptGather. A queue with sync commits waits only
+// while the callers released by the last write are still coming back, and
+// at most syncGather. A full batch or Close ends any wait.
 func (j *DB) linger() {
 	for {
 		j.mu.Lock()
