@@ -305,3 +305,8 @@ func TestBrokerAndUplinkPublishTheSameBytes(t *testing.T) {
 		t.Errorf("alarms/%s = %q; want the raised alarm, then the acknowledged one", alarmID, as)
 	}
 }
+
+// testFlush is the journal's flush interval in these tests: they follow
+// readings and checkpoints as they are written, and the default (30s, set
+// for the card) would keep each waiting.
+const testFlush = 100 * time.Millisecond

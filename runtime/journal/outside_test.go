@@ -34,13 +34,6 @@ func verifyFromOutside(t *testing.T, path string) (int, uint64, string) {
 		t.Fatal(err)
 	}
 	defer dec.Close()
-	link := func(canonical []byte, prev []byte) []byte {
-		h := sha256.New()
-		h.Write([]byte("shadowgate.journal.v1\x00"))
-		h.Write(canonical)
-		h.Write(prev)
-		return h.Sum(nil)
-	}
 	n, next := 0, uint64(0)
 	prev := make([]byte, 32)
 	err = db.View(func(tx *bolt.Tx) error {
@@ -72,18 +65,8 @@ func verifyFromOutside(t *testing.T, path string) (int, uint64, string) {
 			}
 			var at, mono uint64
 			for i := range uint64(count) {
-				format := plain[0]
-				da, k1 := binary.Varint(plain[1:])
-				dm, k2 := binary.Varint(plain[1+k1:])
-				rest, k3 := binary.Uvarint(plain[1+k1+k2:])
-				plain = plain[1+k1+k2+k3:]
-				at, mono = at+uint64(da), mono+uint64(dm)
-				c := []byte{format}
-				c = binary.BigEndian.AppendUint64(c, key+i)
-				c = binary.BigEndian.AppendUint64(c, at)
-				c = binary.BigEndian.AppendUint64(c, mono)
-				c = append(c, plain[:rest]...)
-				plain = plain[rest:]
+				var c []byte
+				c, plain = unpacked(plain, key+i, &at, &mono)
 				prev = link(c, prev)
 			}
 			if len(plain) != 0 || !bytes.Equal(prev, v[37:69]) {
@@ -197,28 +180,16 @@ func logFromOutside(t *testing.T, dir string, seq uint64, prev []byte) (uint64, 
 			last, b := payload[32:64], payload[64:]
 			var at, mono uint64
 			for i := range uint64(count) {
-				format := b[0]
-				da, k1 := binary.Varint(b[1:])
-				dm, k2 := binary.Varint(b[1+k1:])
-				rest, k3 := binary.Uvarint(b[1+k1+k2:])
-				b = b[1+k1+k2+k3:]
-				at, mono = at+uint64(da), mono+uint64(dm)
-				c := binary.BigEndian.AppendUint64([]byte{format}, first+i)
-				c = binary.BigEndian.AppendUint64(c, at)
-				c = binary.BigEndian.AppendUint64(c, mono)
-				c = append(c, b[:rest]...)
-				b = b[rest+1:] // and the flags
+				var c []byte
+				c, b = unpacked(b, first+i, &at, &mono)
+				b = b[1:] // the flags
 				n, k := binary.Uvarint(b)
 				b = b[k:]
 				for range n {
 					l, k := binary.Uvarint(b)
 					b = b[k+int(l):]
 				}
-				h := sha256.New()
-				h.Write([]byte("shadowgate.journal.v1\x00"))
-				h.Write(c)
-				h.Write(prev)
-				prev = h.Sum(nil)
+				prev = link(c, prev)
 			}
 			if len(b) != 0 || !bytes.Equal(prev, last) {
 				t.Fatalf("%s: the frame from %d does not come to its hash", seg, first)
@@ -258,4 +229,30 @@ func TestTheLogVerifiesFromOutside(t *testing.T) {
 	if seq != newest.Seq || hash != newest.Hash {
 		t.Fatalf("from outside the log ends at %d %s; the journal's newest is %d %s", seq, hash, newest.Seq, newest.Hash)
 	}
+}
+
+// unpacked takes one packed event, seq, from the start of b, after an
+// event whose times were *at and *mono, and returns its canonical bytes
+// and the rest of b.
+func unpacked(b []byte, seq uint64, at, mono *uint64) ([]byte, []byte) {
+	format := b[0]
+	da, k1 := binary.Varint(b[1:])
+	dm, k2 := binary.Varint(b[1+k1:])
+	rest, k3 := binary.Uvarint(b[1+k1+k2:])
+	b = b[1+k1+k2+k3:]
+	*at, *mono = *at+uint64(da), *mono+uint64(dm)
+	c := binary.BigEndian.AppendUint64([]byte{format}, seq)
+	c = binary.BigEndian.AppendUint64(c, *at)
+	c = binary.BigEndian.AppendUint64(c, *mono)
+	return append(c, b[:rest]...), b[rest:]
+}
+
+// link is an event's hash: SHA-256 of the domain tag, its canonical bytes
+// and the hash before.
+func link(canonical, prev []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("shadowgate.journal.v1\x00"))
+	h.Write(canonical)
+	h.Write(prev)
+	return h.Sum(nil)
 }

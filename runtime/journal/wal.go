@@ -430,12 +430,7 @@ func encodeEntries(b []byte, ents []logEntry) []byte {
 	for _, e := range ents {
 		b = binary.AppendUvarint(b, uint64(len(e.value)))
 		b = append(b, e.value...)
-		b = append(b, e.flags)
-		b = binary.AppendUvarint(b, uint64(len(e.js)))
-		for _, js := range e.js {
-			b = binary.AppendUvarint(b, uint64(len(js)))
-			b = append(b, js...)
-		}
+		b = appendTail(b, e)
 	}
 	return b
 }
@@ -455,12 +450,7 @@ func packEntries(b []byte, ents []logEntry) []byte {
 	for _, e := range ents {
 		c, _, _ := splitValue(e.value)
 		b = appendPacked(b, c, &at, &mono)
-		b = append(b, e.flags)
-		b = binary.AppendUvarint(b, uint64(len(e.js)))
-		for _, js := range e.js {
-			b = binary.AppendUvarint(b, uint64(len(js)))
-			b = append(b, js...)
-		}
+		b = appendTail(b, e)
 	}
 	return b
 }
@@ -491,26 +481,8 @@ func unpackEntries(b []byte, first, count uint64) ([]logEntry, error) {
 		c = append(append(c, prev[:]...), h[:]...)
 		prev = h
 		e := logEntry{value: c}
-		if len(b) < 1 {
-			return nil, errShort
-		}
-		e.flags, b = b[0], b[1:]
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)) {
-			return nil, errShort
-		}
-		b = b[k:]
-		for range n {
-			l, k := binary.Uvarint(b)
-			if k <= 0 || l > uint64(len(b)-k) {
-				return nil, errShort
-			}
-			var js []byte
-			if l > 0 {
-				js = b[k : k+int(l)]
-			}
-			b = b[k+int(l):]
-			e.js = append(e.js, js)
+		if e.flags, e.js, b, err = takeTail(b); err != nil {
+			return nil, err
 		}
 		out = append(out, e)
 	}
@@ -529,39 +501,14 @@ func decodeEntries(b []byte, count int) ([]logEntry, error) {
 		return nil, fmt.Errorf("%d entries cannot fit in %d bytes", count, len(b))
 	}
 	out := make([]logEntry, 0, count)
-	take := func() ([]byte, error) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return nil, errShort
-		}
-		v := b[k : k+int(n)]
-		b = b[k+int(n):]
-		return v, nil
-	}
 	for range count {
 		var e logEntry
 		var err error
-		if e.value, err = take(); err != nil {
+		if e.value, b, err = takeBytes(b); err != nil {
 			return nil, err
 		}
-		if len(b) < 1 {
-			return nil, errShort
-		}
-		e.flags, b = b[0], b[1:]
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)) {
-			return nil, errShort
-		}
-		b = b[k:]
-		for range n {
-			js, err := take()
-			if err != nil {
-				return nil, err
-			}
-			if len(js) == 0 {
-				js = nil
-			}
-			e.js = append(e.js, js)
+		if e.flags, e.js, b, err = takeTail(b); err != nil {
+			return nil, err
 		}
 		out = append(out, e)
 	}
@@ -569,6 +516,54 @@ func decodeEntries(b []byte, count int) ([]logEntry, error) {
 		return nil, fmt.Errorf("%d stray bytes after the entries", len(b))
 	}
 	return out, nil
+}
+
+// takeBytes takes a uvarint length and that many bytes from b.
+func takeBytes(b []byte) ([]byte, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, errShort
+	}
+	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+// appendTail appends what follows an entry's event: its flags and the
+// JSON of each of its record changes. takeTail reads it back.
+func appendTail(b []byte, e logEntry) []byte {
+	b = append(b, e.flags)
+	b = binary.AppendUvarint(b, uint64(len(e.js)))
+	for _, js := range e.js {
+		b = binary.AppendUvarint(b, uint64(len(js)))
+		b = append(b, js...)
+	}
+	return b
+}
+
+// takeTail takes what follows an entry's event from b: its flags and the
+// JSON of each of its record changes (nil where there is none).
+func takeTail(b []byte) (byte, [][]byte, []byte, error) {
+	if len(b) < 1 {
+		return 0, nil, nil, errShort
+	}
+	flags := b[0]
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || n > uint64(len(b)-1-k) {
+		return 0, nil, nil, errShort
+	}
+	b = b[1+k:]
+	var js [][]byte
+	for range n {
+		var v []byte
+		var err error
+		if v, b, err = takeBytes(b); err != nil {
+			return 0, nil, nil, err
+		}
+		if len(v) == 0 {
+			v = nil
+		}
+		js = append(js, v)
+	}
+	return flags, js, b, nil
 }
 
 // append writes one frame holding ents, the first of which is event
