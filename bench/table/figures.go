@@ -62,9 +62,14 @@ var figures = []figure{
 		s, ok2 := r.get("BenchmarkWear/lone-write", "store-fdatasync/write")
 		return row{result: fmt.Sprintf("%.2f of the log; the store's, in the background: %.2f", f, s), met: f <= 2.01}, ok && ok2
 	}},
-	card("bytes to the card per lone governed write (journal of 36k events)", "≤ 24 KiB", "BenchmarkWear/lone-write", "device-B/write", 24<<10, func(v float64) string {
-		return fmt.Sprintf("%.1f KiB", v/1024)
-	}),
+	{"bytes to the card per lone governed write, alone in its 5 s (journal of 36k events)", "≤ 24 KiB", func(r results) (row, bool) {
+		log, ok := r.get("BenchmarkWear/lone-write", "device-B/write")
+		store, ok2 := r.get("BenchmarkWear/lone-write", "store-device-B/write")
+		if !ok || !ok2 {
+			return row{result: "not counted: it needs root, for a loop device"}, true
+		}
+		return row{result: fmt.Sprintf("%.1f KiB (the log %.1f, the store's share %.1f)", (log+store)/1024, log/1024, store/1024), met: log+store <= 24<<10}, true
+	}},
 	{"fdatasyncs per sensor poll, one sensor every 250 ms", "≤ 0.25", func(r results) (row, bool) {
 		f, ok := r.get("BenchmarkWear/poll-250ms", "log-fdatasync/poll")
 		return row{result: fmt.Sprintf("%.3f", f), met: f <= 0.25}, ok
