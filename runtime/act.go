@@ -173,6 +173,11 @@ func (e *Engine) act(ctx context.Context, w *writeReq, base Observation, ent dev
 		en.State = st
 	})
 	if err == nil && ends {
+		// Whoever sees the end and repeats the request is told the act,
+		// not the run's earlier outcome (an approval asked).
+		acted := base
+		acted.Kind, acted.Receipt = Acted, rc
+		w.run.settle(acted)
 		err = e.endRunAtReceipt(ctx, w.run, w.step)
 	}
 	if err != nil {

@@ -205,3 +205,41 @@ func TestWriteAsksIsApprovedAndActsConfirmed(t *testing.T) {
 		}
 	})
 }
+
+// endHookJournal is a MemJournal that calls hook after it commits a run's
+// end.
+type endHookJournal struct {
+	*runtimetest.MemJournal
+	hook func()
+}
+
+func (j *endHookJournal) Commit(ctx context.Context, en runtime.Entry) (runtime.Event, error) {
+	ev, err := j.MemJournal.Commit(ctx, en)
+	if err == nil && en.Event.Kind == runtime.KindEnded && j.hook != nil {
+		j.hook()
+	}
+	return ev, err
+}
+
+// TestARepeatOnceTheRunEndedIsToldTheAct: a request that asked for an
+// approval, approved and acted, is repeated the moment its run's end is
+// written: the repeat is told the act, not the approval asked first.
+func TestARepeatOnceTheRunEndedIsToldTheAct(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hj := &endHookJournal{}
+		w := newWorld(t, func(s *setup) {
+			s.journal = func(m *runtimetest.MemJournal) runtime.Journal { hj.MemJournal = m; return hj }
+		})
+		obs := w.do("mqtt:alice", "c1", "pump-1", "on", on)
+		want(t, obs, runtime.ApprovalRequest, "mode supervised asks")
+		var repeated []runtime.Observation
+		hj.hook = func() { repeated = append(repeated, w.do("mqtt:alice", "c1", "pump-1", "on", on)) }
+		w.answer(obs.Approval.ID, runtime.Answer{By: "console:bob", Decision: runtime.Approve})
+		if ev := w.outcome(obs.Run); ev.Kind != runtime.KindActed {
+			t.Fatalf("outcome = %s %s, want acted", ev.Kind, ev.Body)
+		}
+		if len(repeated) != 1 || repeated[0].Kind != runtime.Acted || !repeated[0].Replayed || repeated[0].Receipt == nil {
+			t.Fatalf("the repeat at the run's end was told %+v", repeated)
+		}
+	})
+}

@@ -254,6 +254,18 @@ func (r *run) observe(obs Observation) {
 	}
 }
 
+// settle records obs as the run's latest before its end is written, when
+// its first outcome was handed already (an approval asked): a repeat of
+// the request that comes once the end is seen gets obs. The first
+// outcome is only ever handed by observe, after the end is written.
+func (r *run) settle(obs Observation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sentFirst {
+		r.last = obs
+	}
+}
+
 // ensureFirst hands obs to Do if nothing was handed yet.
 func (r *run) ensureFirst(obs Observation) {
 	r.mu.Lock()
