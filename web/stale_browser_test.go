@@ -46,6 +46,7 @@ func TestReadingAgesTickAndTurnStale(t *testing.T) {
 				// The page hears no more, and the tank is no more read.
 				eval[bool](b, `window.kept = true; window.dispatchEvent(new Event("pagehide")); true`)
 				fetches := `performance.getEntriesByType("resource").filter(e => e.name.includes("fragment=1")).length`
+				time.Sleep(300 * time.Millisecond) // a refresh already under way when the page left ends
 				before := eval[int](b, fetches)
 				g.SetFault("tank-1", sim.Fault{ReadErr: errors.New("no answer")})
 				first := eval[string](b, when+`.textContent`)

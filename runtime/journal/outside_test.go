@@ -17,6 +17,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/journal"
+	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 )
 
 // verifyFromOutside re-verifies the chain of the store at path from the
@@ -109,6 +110,15 @@ func TestTheStoreVerifiesFromOutside(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A prune is chosen as the store is written and done by an event
+	// after it: durable points until one is done.
+	runtimetest.WaitFor(t, "the oldest events pruned", func() bool {
+		e := runtime.Entry{Event: runtime.Event{Kind: runtime.KindObserved, Device: "tank-1", Body: []byte(`{"value":0}`)}, Durability: runtime.Sync}
+		if _, err := j.Commit(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+		return j.Stats().PrunedEvents > 0
+	})
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
