@@ -105,6 +105,13 @@ type FailedBody struct {
 	State      AttemptState `json:"state,omitempty"`
 }
 
+// ReadFailed reports whether the failure is of a read the driver failed
+// (it has an outcome, where a write's has an attempt or a receipt): the
+// last value read is no longer good.
+func (b *FailedBody) ReadFailed() bool {
+	return b.Attempt == "" && b.Receipt == nil && b.Outcome != ""
+}
+
 // AnsweredBody is the body of an approval_answered event that a person
 // gave. Approval and Status are also those of a ClosedBody, so a reader
 // that needs only them reads either.

@@ -404,6 +404,18 @@ func (e *Engine) Events(ctx context.Context, since uint64, limit int) ([]Event, 
 // done or fn returns an error. A slow subscriber never blocks a step: it
 // reads the journal from its own position and catches up.
 func (e *Engine) Subscribe(ctx context.Context, since uint64, fn func(Event) error) error {
+	return e.Follow(ctx, since, fn, nil)
+}
+
+// Follow is Subscribe that also calls pending, when it is not nil, with
+// each event queued for the journal but not yet durable (a reading waits
+// for the next durable point or the flush interval), in order, once, as
+// soon as it is queued. Every such event is later given to fn, once it is
+// durable; an event the journal fails to write never is. pending is how a
+// surface shows what the gateway believes now: fn alone is what the
+// journal witnessed.
+func (e *Engine) Follow(ctx context.Context, since uint64, fn func(Event) error, pending func(Event)) error {
+	ahead := since // the newest event given to pending
 	for {
 		changed := e.bus.changed()
 		evs, err := e.j.Events(ctx, since, 512)
@@ -419,6 +431,17 @@ func (e *Engine) Subscribe(ctx context.Context, since uint64, fn func(Event) err
 		if len(evs) > 0 {
 			continue
 		}
+		if pending != nil {
+			ahead = max(ahead, since)
+			queued := e.Pending(ahead, 512)
+			for _, ev := range queued {
+				pending(ev)
+				ahead = ev.Seq
+			}
+			if len(queued) == 512 {
+				continue
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -427,10 +450,25 @@ func (e *Engine) Subscribe(ctx context.Context, since uint64, fn func(Event) err
 	}
 }
 
+// Pending returns up to limit events after since that are queued for the
+// journal and not yet durable, in order: none from a journal that writes
+// each event before Commit returns.
+func (e *Engine) Pending(since uint64, limit int) []Event {
+	if p, ok := e.j.(pender); ok {
+		return p.Pending(since, limit)
+	}
+	return nil
+}
+
 // notifier is a Journal that writes in the background and says when: its
 // Events return only what is written, and fn is called after each write.
 type notifier interface {
 	Notify(fn func(seq uint64))
+}
+
+// pender is a notifier that tells what it has queued and not yet written.
+type pender interface {
+	Pending(since uint64, limit int) []Event
 }
 
 // bus wakes subscribers when events are committed.

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,6 +62,8 @@ type siteOptions struct {
 	// greenhouse's.
 	labels map[string]string
 	extra  []devices.Device
+	// flush is the journal's flush interval; default 20ms.
+	flush time.Duration
 }
 
 // tokens by role; each is also the token's name.
@@ -73,7 +76,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 	t.Helper()
 	// Readings are written within a short interval here, so that a test
 	// sees them at once; the default interval is the card's.
-	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName), journal.Options{FlushInterval: 20 * time.Millisecond})
+	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName), journal.Options{FlushInterval: cmp.Or(o.flush, 20*time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,4 +571,90 @@ func TestAnswerAnEnumRequest(t *testing.T) {
 		409, "the answer must name that act")
 	s.expect("POST", "/api/v1/approvals/"+r.Approval.ID, "approver", `{"decision":"approve","device":"vent-1","capability":"position","value":"half"}`,
 		200, `"status":"approved"`)
+}
+
+// TestEventStreamSendsAReadingAsItIsTaken: with readings written only
+// every hour, the stream sends a reading at once as a "reading" event
+// without an id (a client's Last-Event-ID stays where it was), and the
+// same event again, with its id and kind, once a durable point writes it.
+func TestEventStreamSendsAReadingAsItIsTaken(t *testing.T) {
+	s := newSite(t, siteOptions{flush: time.Hour})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.srv.URL+"/api/v1/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer tok-viewer")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// next returns the next event of the stream: its id ("" if none),
+	// its name and its data.
+	next := func(what string) (id, name, data string) {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the stream ended before %s", what)
+				}
+				switch {
+				case strings.HasPrefix(l, "id: "):
+					id = l[4:]
+				case strings.HasPrefix(l, "event: "):
+					name = l[7:]
+				case strings.HasPrefix(l, "data: "):
+					data = l[6:]
+				case l == "" && name != "":
+					return id, name, data
+				}
+			case <-ctx.Done():
+				t.Fatalf("no event: %s", what)
+			}
+		}
+	}
+	obs, err := s.eng.Read(t.Context(), "test", "tank-1", "level")
+	if err != nil || obs.Reading == nil {
+		t.Fatalf("reading: %+v, %v", obs, err)
+	}
+	var pending runtime.Event
+	for pending.Kind != runtime.KindObserved {
+		id, name, data := next("the reading, before it is written")
+		if name != "reading" {
+			continue // the start's own events
+		}
+		if id != "" {
+			t.Fatalf("a reading not yet written has the id %s", id)
+		}
+		if err := json.Unmarshal([]byte(data), &pending); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if evs, _ := s.eng.Events(t.Context(), pending.Seq-1, 1); len(evs) != 0 {
+		t.Fatalf("the reading sent as pending is already written: %+v", evs)
+	}
+	// A note is written within moments, and the reading with it.
+	if _, err := s.eng.Note(t.Context(), runtime.KindLink, "", map[string]string{"state": "up"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		id, name, data := next("the reading, once written")
+		if name == "reading" {
+			t.Fatalf("a reading sent twice as pending: %s", data)
+		}
+		if id == fmt.Sprint(pending.Seq) {
+			if name != string(runtime.KindObserved) || !strings.Contains(data, pending.Hash) {
+				t.Fatalf("event %s is %s %s, want the reading %s", id, name, data, pending.Hash)
+			}
+			return
+		}
+	}
 }

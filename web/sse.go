@@ -14,11 +14,21 @@ import (
 )
 
 // apiStream sends every journal event as a server-sent event whose id is
-// the journal sequence. A client resumes after Last-Event-ID (or ?since=)
-// with nothing lost or repeated. Each client reads the journal from its
-// own position, so a slow one never holds up a step or another client.
+// the journal sequence, once the journal has written it. A client resumes
+// after Last-Event-ID (or ?since=) with nothing lost or repeated. Each
+// client reads the journal from its own position, so a slow one never
+// holds up a step or another client.
+//
+// A reading or a failed read is also sent as soon as it is taken, before
+// the journal writes it (with the next durable point, or at the flush
+// interval), as a "reading" event without an id, so that what shows
+// readings is current; the same event comes again, with its id and kind,
+// once written.
 func (s *Server) apiStream(c echo.Context) error {
 	since := s.eng.LastSeq() // a new client starts from now
+	if p := s.eng.Pending(0, 1); len(p) > 0 {
+		since = min(since, p[0].Seq-1) // and is sent what is not yet written
+	}
 	name, from := `header "Last-Event-ID"`, c.Request().Header.Get("Last-Event-ID")
 	if n := len(c.Request().Header.Values("Last-Event-ID")); n > 1 {
 		return problem(http.StatusBadRequest, fmt.Sprintf("%s: given %d times; give it once", name, n))
@@ -81,16 +91,24 @@ func (s *Server) apiStream(c echo.Context) error {
 	}()
 	// The journal is read by its own goroutine; this one writes, and
 	// writes a comment now and then so that proxies keep the line open.
-	evs := make(chan runtime.Event, 64)
+	evs := make(chan streamed, 64)
 	subErr := make(chan error, 1)
 	go func() {
 		defer close(evs)
-		subErr <- s.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
+		subErr <- s.eng.Follow(ctx, since, func(ev runtime.Event) error {
 			select {
-			case evs <- ev:
+			case evs <- streamed{ev: ev}:
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
+			}
+		}, func(ev runtime.Event) {
+			if !isReading(ev) {
+				return
+			}
+			select {
+			case evs <- streamed{ev: ev, pending: true}:
+			case <-ctx.Done():
 			}
 		})
 	}()
@@ -107,17 +125,22 @@ loop:
 		case <-loggedOut:
 			ended = true
 			break loop
-		case ev, ok := <-evs:
+		case se, ok := <-evs:
 			if !ok {
 				err = <-subErr
 				break loop
 			}
-			b, merr := json.Marshal(ev)
+			b, merr := json.Marshal(se.ev)
 			if merr != nil {
 				err = merr
 				break loop
 			}
-			if _, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, b); err != nil {
+			if se.pending {
+				_, err = fmt.Fprintf(w, "event: reading\ndata: %s\n\n", b)
+			} else {
+				_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", se.ev.Seq, se.ev.Kind, b)
+			}
+			if err != nil {
 				break loop
 			}
 			w.Flush()
@@ -154,4 +177,23 @@ loop:
 		s.log.Debug("event stream ended", "error", err)
 	}
 	return nil
+}
+
+// streamed is an event for the stream: written, or pending (see apiStream).
+type streamed struct {
+	ev      runtime.Event
+	pending bool
+}
+
+// isReading reports whether an event is a reading or a read that failed:
+// what the stream sends before the journal writes it.
+func isReading(ev runtime.Event) bool {
+	if ev.Kind == runtime.KindObserved {
+		return true
+	}
+	if ev.Kind != runtime.KindFailed {
+		return false
+	}
+	var fb runtime.FailedBody
+	return ev.DecodeBody(&fb) == nil && fb.ReadFailed()
 }

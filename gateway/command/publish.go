@@ -92,11 +92,24 @@ type Source interface {
 type Fold struct {
 	src    Source
 	states map[string]*State
+	// ahead holds, by "device/capability", the reading that Pending
+	// published before the journal wrote it.
+	ahead map[string]*aheadReading
+}
+
+// aheadReading is a reading published from a pending event, which the
+// state stands on until the journal writes that event.
+type aheadReading struct {
+	seq     uint64
+	value   *value.Value
+	at      time.Time
+	quality string
+	payload []byte // the state message last published with it
 }
 
 // NewFold returns a fold that starts from the engine's current state.
 func NewFold(src Source) *Fold {
-	f := &Fold{src: src, states: map[string]*State{}}
+	f := &Fold{src: src, states: map[string]*State{}, ahead: map[string]*aheadReading{}}
 	for _, st := range src.States() {
 		s := f.state(st.Device, st.Capability)
 		if rd := st.Reading; rd != nil {
@@ -207,6 +220,85 @@ func (f *Fold) Apply(ev runtime.Event) ([]Message, error) {
 	return append(out, more...), err
 }
 
+// Pending returns the state message of a reading the journal has queued
+// and not yet written, or of a read that failed, as it stands over the
+// state folded so far; any other event yields nothing. The state stands on
+// that reading until Apply folds the event itself: a surface shows a
+// reading as soon as it is taken, and publishes the event once it is
+// witnessed. Events must come to Pending in order, each before Apply
+// folds it.
+func (f *Fold) Pending(ev runtime.Event) ([]Message, error) {
+	var device, capability string
+	var read func(s *State)
+	switch ev.Kind {
+	case runtime.KindObserved:
+		var o runtime.ObservedBody
+		if err := ev.DecodeBody(&o); err != nil || o.Device == "" {
+			return nil, bodyErr(ev, err)
+		}
+		device, capability = o.Device, o.Capability
+		read = func(s *State) {
+			v := o.Value
+			s.Value, s.At, s.Quality = &v, o.At, o.Quality
+		}
+	case runtime.KindFailed:
+		var fb runtime.FailedBody
+		if err := ev.DecodeBody(&fb); err != nil || fb.Device == "" {
+			return nil, bodyErr(ev, err)
+		}
+		if !fb.ReadFailed() {
+			return nil, nil
+		}
+		device, capability = fb.Device, fb.Capability
+		read = func(s *State) {
+			if s.Value != nil {
+				s.Quality = devices.QualityBad.String()
+			}
+		}
+	default:
+		return nil, nil
+	}
+	k := device + "/" + capability
+	s := *f.state(device, capability)
+	if a := f.ahead[k]; a != nil {
+		s.Value, s.At, s.Quality = a.value, a.at, a.quality
+	}
+	read(&s)
+	m, err := stateMessage(&s)
+	if err != nil {
+		return nil, err
+	}
+	f.ahead[k] = &aheadReading{seq: ev.Seq, value: s.Value, at: s.At, quality: s.Quality, payload: m.Payload}
+	return []Message{m}, nil
+}
+
+// stateAt is the state message of s after the event seq, or none when it
+// is the message published last: over s stands a newer reading that
+// Pending published, until the event of that reading comes.
+func (f *Fold) stateAt(s *State, seq uint64) ([]Message, error) {
+	k := s.Device + "/" + s.Capability
+	a := f.ahead[k]
+	if a != nil && a.seq > seq {
+		c := *s
+		c.Value, c.At, c.Quality = a.value, a.at, a.quality
+		m, err := stateMessage(&c)
+		if err != nil || string(m.Payload) == string(a.payload) {
+			return nil, err // what stands is published already
+		}
+		a.payload = m.Payload
+		return []Message{m}, nil
+	}
+	delete(f.ahead, k)
+	m, err := stateMessage(s)
+	if err != nil {
+		return nil, err
+	}
+	if a != nil && a.seq == seq && string(a.payload) == string(m.Payload) {
+		return nil, nil // published already, as the reading was taken
+	}
+	return []Message{m}, nil
+}
+
 // changes reads the body of an event that changes what is retained.
 func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 	switch ev.Kind {
@@ -218,17 +310,13 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 		s := f.state(o.Device, o.Capability)
 		v := o.Value
 		s.Value, s.At, s.Quality = &v, o.At, o.Quality
-		m, err := stateMessage(s)
-		if err != nil {
-			return nil, err
-		}
-		return []Message{m}, nil
+		return f.stateAt(s, ev.Seq)
 	case runtime.KindActed:
 		var rc runtime.Receipt
 		if err := ev.DecodeBody(&rc); err != nil || rc.Device == "" {
 			return nil, bodyErr(ev, err)
 		}
-		return f.receipt(&rc, ev.Body)
+		return f.receipt(&rc, ev.Body, ev.Seq)
 	case runtime.KindFailed:
 		var fb runtime.FailedBody
 		if err := ev.DecodeBody(&fb); err != nil || fb.Device == "" {
@@ -239,17 +327,13 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 		case fb.Attempt != "" && fb.State == runtime.AttemptUnknown:
 			// The latest act's outcome is unknown: nothing confirmed it.
 			s.Confirmation, s.Attempt = runtime.NotChecked, fb.Attempt
-		case fb.Attempt == "" && fb.Receipt == nil && fb.Outcome != "" && s.Value != nil:
+		case fb.ReadFailed() && s.Value != nil:
 			// A read the driver failed: the last value is no longer good.
 			s.Quality = devices.QualityBad.String()
 		default:
 			return nil, nil
 		}
-		m, err := stateMessage(s)
-		if err != nil {
-			return nil, err
-		}
-		return []Message{m}, nil
+		return f.stateAt(s, ev.Seq)
 	case runtime.KindReconciled:
 		var rb runtime.ReconciledBody
 		if err := ev.DecodeBody(&rb); err != nil || rb.Device == "" {
@@ -263,7 +347,7 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encoding the receipt of attempt %s: %w", rc.Attempt, err)
 		}
-		return f.receipt(rc, payload)
+		return f.receipt(rc, payload, ev.Seq)
 	case runtime.KindApprovalRequested:
 		var ap runtime.Approval
 		if err := ev.DecodeBody(&ap); err != nil || ap.ID == "" {
@@ -316,8 +400,8 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 }
 
 // receipt publishes an act's receipt, whose encoding is payload, and the
-// state it leaves the actuator in.
-func (f *Fold) receipt(rc *runtime.Receipt, payload []byte) ([]Message, error) {
+// state it leaves the actuator in, after the event seq.
+func (f *Fold) receipt(rc *runtime.Receipt, payload []byte, seq uint64) ([]Message, error) {
 	out := []Message{{Stream: StreamReceipts, Topic: ReceiptTopic(rc.Device, rc.Capability), Payload: payload}}
 	s := f.state(rc.Device, rc.Capability)
 	s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
@@ -325,11 +409,8 @@ func (f *Fold) receipt(rc *runtime.Receipt, payload []byte) ([]Message, error) {
 		v := *rc.Observed
 		s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
 	}
-	m, err := stateMessage(s)
-	if err != nil {
-		return out, err
-	}
-	return append(out, m), nil
+	m, err := f.stateAt(s, seq)
+	return append(out, m...), err
 }
 
 // closedApproval reads which approval an answer or an expiry concerns,

@@ -299,3 +299,58 @@ func TestFoldAlarms(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldPendingReadingStandsUntilItsEventIsWritten: a reading published
+// before the journal wrote it is the state from then on. An older event
+// written after it (a receipt the journal wrote first) keeps the
+// reading's value and adds its confirmation; the reading's own event,
+// once written, says nothing new, and after it the older path resumes.
+func TestFoldPendingReadingStandsUntilItsEventIsWritten(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	f := NewFold(source{})
+	on, off := value.Bool(true), value.Bool(false)
+	reading := func(seq uint64, v value.Value, sec int) runtime.Event {
+		return event(t, seq, runtime.KindObserved, runtime.ObservedBody{Device: "pump-1", Capability: "on", Value: v, Quality: "good", At: at.Add(time.Duration(sec) * time.Second)})
+	}
+	receipt := event(t, 20, runtime.KindActed, runtime.Receipt{Device: "pump-1", Capability: "on", Attempt: "act-1", Value: on,
+		Confirmation: runtime.Confirmed, Observed: &on, At: at})
+	readFailed := event(t, 22, runtime.KindFailed, runtime.FailedBody{Device: "pump-1", Capability: "on", Outcome: "offline", Error: "gone"})
+	state := func(v string, sec int, quality, more string) string {
+		return `state/pump-1/on {"device":"pump-1","capability":"on","value":` + v + `,"at":"2026-05-01T12:00:0` + string(rune('0'+sec)) + `Z","quality":"` + quality + `"` + more + `}`
+	}
+	confirmed := `,"confirmation":"confirmed","attempt":"act-1"`
+	steps := []struct {
+		name    string
+		pending bool
+		ev      runtime.Event
+		want    []string
+	}{
+		{"a reading taken is published at once", true, reading(21, off, 5), []string{state("false", 5, "good", "")}},
+		{"an older receipt written later keeps the newer reading's value", false, receipt,
+			[]string{`receipts/pump-1/on {"key":"","attempt":"act-1","device":"pump-1","capability":"on","value":true,"driver":"","confirmation":"confirmed","observed":true,"at":"2026-05-01T12:00:00Z"}`,
+				state("false", 5, "good", confirmed)}},
+		{"a failed read taken stands over the reading", true, readFailed, []string{state("false", 5, "bad", confirmed)}},
+		{"the reading's event, written, says nothing new", false, reading(21, off, 5), nil},
+		{"the failed read's event, written, says nothing new", false, readFailed, nil},
+		{"a written event with nothing pending is published", false, reading(23, on, 7), []string{state("true", 7, "good", confirmed)}},
+		{"an event that is not a reading is not pending", true, receipt, nil},
+	}
+	for _, s := range steps {
+		var msgs []Message
+		var err error
+		if s.pending {
+			msgs, err = f.Pending(s.ev)
+		} else {
+			msgs, err = f.Apply(s.ev)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := published(msgs); !slices.Equal(got, s.want) {
+			t.Errorf("%s:\n got %q\nwant %q", s.name, got, s.want)
+		}
+		if !s.pending && (len(msgs) == 0 || msgs[0].Stream != StreamEvents) {
+			t.Errorf("%s: the written event itself is not published first: %v", s.name, msgs)
+		}
+	}
+}

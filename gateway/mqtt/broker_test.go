@@ -5,6 +5,7 @@ package mqtt
 // the simulated greenhouse.
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -57,6 +58,8 @@ type gwOptions struct {
 	// ha and haRecord turn on Home Assistant discovery.
 	ha       *HomeAssistant
 	haRecord string
+	// flush is the journal's flush interval; default testFlush.
+	flush time.Duration
 }
 
 func hash(t testing.TB, pw string) []byte {
@@ -76,10 +79,17 @@ func greenhouse() []devices.Device {
 // runs the engine and closes the journal.
 func testEngine(t testing.TB, dir string) (*runtime.Engine, *devicetest.Driver, *journal.DB, *access.Users) {
 	t.Helper()
+	return testEngineFlushing(t, dir, testFlush)
+}
+
+// testEngineFlushing is testEngine whose journal writes readings every
+// flush.
+func testEngineFlushing(t testing.TB, dir string, flush time.Duration) (*runtime.Engine, *devicetest.Driver, *journal.DB, *access.Users) {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{FlushInterval: testFlush})
+	j, err := journal.Open(filepath.Join(dir, journal.FileName), journal.Options{FlushInterval: flush})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +135,7 @@ func testEngine(t testing.TB, dir string) (*runtime.Engine, *devicetest.Driver, 
 
 func startGW(t testing.TB, o gwOptions) *testGW {
 	t.Helper()
-	eng, g, j, users := testEngine(t, o.dir)
+	eng, g, j, users := testEngineFlushing(t, o.dir, cmp.Or(o.flush, testFlush))
 	opts := Options{Prefix: prefix, Listen: "127.0.0.1:0", Users: users, Anonymous: o.anonymous,
 		CommandBurst: o.burst, CommandsPerMinute: o.perMinute, MaxPayload: 4096, TLS: o.tls, WebsocketListen: o.websocket, MaxClients: o.maxClients,
 		Logger: o.logger, HomeAssistant: o.ha, HomeAssistantRecord: o.haRecord}

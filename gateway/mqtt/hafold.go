@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -87,11 +88,21 @@ type haFold struct {
 	// said, by "device/capability", so that a poll repeats it only when it
 	// changes.
 	outsideSaid map[string]string
+	// ahead holds, by state topic, the reading that pending published
+	// before the journal wrote it.
+	ahead map[string]haAhead
+}
+
+// haAhead is a state published from a pending reading: its event and the
+// payload.
+type haAhead struct {
+	seq     uint64
+	payload []byte
 }
 
 func newHAFold(devs []devices.Device) *haFold {
 	f := &haFold{caps: map[string]devices.Capability{}, ranges: map[string]haRange{}, ownReadBack: map[string]bool{},
-		asked: map[string]string{}, devs: map[string]bool{}, outsideSaid: map[string]string{}}
+		asked: map[string]string{}, devs: map[string]bool{}, outsideSaid: map[string]string{}, ahead: map[string]haAhead{}}
 	for _, d := range devs {
 		f.devs[d.ID] = true
 		for _, c := range d.Capabilities {
@@ -286,8 +297,51 @@ func modeMessage(m haMode) []haMessage {
 	return []haMessage{{topic: HAModeTopic, payload: payload}}
 }
 
-// apply folds one event, and returns the messages it changes.
+// pending returns what a good reading the journal has queued and not yet
+// written changes: its state stands from now until apply folds the event
+// itself, over what older events say. Any other event yields nothing.
+// Events must come to pending in order, each before apply folds it.
+func (f *haFold) pending(ev runtime.Event) []haMessage {
+	if ev.Kind != runtime.KindObserved {
+		return nil
+	}
+	msgs := f.changes(ev)
+	var o runtime.ObservedBody
+	if ev.DecodeBody(&o) != nil {
+		return msgs
+	}
+	topic := HAStateTopic(o.Device, o.Capability)
+	for _, m := range msgs {
+		if m.topic == topic {
+			f.ahead[topic] = haAhead{seq: ev.Seq, payload: m.payload}
+		}
+	}
+	return msgs
+}
+
+// apply folds one event, and returns the messages it changes: a state
+// that a newer pending reading stands over is not said, nor the one that
+// reading said already.
 func (f *haFold) apply(ev runtime.Event) []haMessage {
+	msgs := f.changes(ev)
+	if len(f.ahead) == 0 {
+		return msgs
+	}
+	return slices.DeleteFunc(msgs, func(m haMessage) bool {
+		a, ok := f.ahead[m.topic]
+		if !ok {
+			return false
+		}
+		if a.seq > ev.Seq {
+			return true
+		}
+		delete(f.ahead, m.topic)
+		return a.seq == ev.Seq && bytes.Equal(a.payload, m.payload)
+	})
+}
+
+// changes folds one event, and returns the messages it changes.
+func (f *haFold) changes(ev runtime.Event) []haMessage {
 	switch ev.Kind {
 	case runtime.KindDeviceOnline, runtime.KindDeviceOffline:
 		var db runtime.DeviceBody

@@ -231,3 +231,52 @@ func TestHAFoldSnapshotSaysWhatTheLiveFoldWould(t *testing.T) {
 		t.Errorf("the live fold publishes a stale reading: %v", live)
 	}
 }
+
+// TestHAFoldPendingReadingStandsOverOlderEvents: a reading published
+// before the journal wrote it is Home Assistant's state until its event
+// is folded: an older receipt written after it says its outcome but not
+// its state, and the reading's own event says nothing again.
+func TestHAFoldPendingReadingStandsOverOlderEvents(t *testing.T) {
+	on, off := value.Bool(true), value.Bool(false)
+	const dev, capName = "pump-1", "on"
+	f := newHAFold([]devices.Device{{ID: dev, Capabilities: []devices.Capability{{Name: capName, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}}})
+	ev := func(seq uint64, kind runtime.Kind, body any) runtime.Event {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.Event{Seq: seq, Kind: kind, At: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), Body: b}
+	}
+	said := func(msgs []haMessage) (out []string) {
+		for _, m := range msgs {
+			out = append(out, m.topic+" "+string(m.payload))
+		}
+		return out
+	}
+	reading := ev(21, runtime.KindObserved, runtime.ObservedBody{Device: dev, Capability: capName, Value: off, Quality: "good"})
+	receipt := ev(20, runtime.KindActed, runtime.Receipt{Attempt: "act-1", Device: dev, Capability: capName, Value: on, Confirmation: runtime.Confirmed})
+	steps := []struct {
+		name    string
+		pending bool
+		ev      runtime.Event
+		want    string
+	}{
+		{"the reading taken", true, reading, "ha/pump-1/on OFF"},
+		{"the older receipt written", false, receipt, `ha/pump-1/on/outcome {"outcome":"confirmed","value":true,"attempt":"act-1"}`},
+		{"the reading written", false, reading, ""},
+		{"a receipt after it", false, ev(22, runtime.KindActed, runtime.Receipt{Attempt: "act-2", Device: dev, Capability: capName, Value: on, Confirmation: runtime.Confirmed}),
+			`ha/pump-1/on ON|ha/pump-1/on/outcome {"outcome":"confirmed","value":true,"attempt":"act-2"}`},
+		{"a receipt is not pending", true, receipt, ""},
+	}
+	for _, s := range steps {
+		var msgs []haMessage
+		if s.pending {
+			msgs = f.pending(s.ev)
+		} else {
+			msgs = f.apply(s.ev)
+		}
+		if got := strings.Join(said(msgs), "|"); got != s.want {
+			t.Errorf("%s: said %q, want %q", s.name, got, s.want)
+		}
+	}
+}

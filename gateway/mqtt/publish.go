@@ -23,9 +23,22 @@ func (b *Broker) publishInitial(ctx context.Context, f *command.Fold) {
 
 // follow publishes every journal event after since on the events topic,
 // and keeps the retained state, approvals and alarms up to date, and Home
-// Assistant's state and outcomes when ha is not nil, until ctx ends.
+// Assistant's state and outcomes when ha is not nil, until ctx ends. A
+// reading is in the state as soon as it is taken; its event is on the
+// events topic once the journal has written it (with the next durable
+// point, or at the flush interval).
 func (b *Broker) follow(ctx context.Context, f *command.Fold, ha *haFold, since uint64) {
-	err := b.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
+	pending := func(ev runtime.Event) {
+		msgs, err := f.Pending(ev)
+		if err != nil {
+			b.log.Warn("mqtt reading not published", "journal_seq", ev.Seq, "kind", ev.Kind, "error", err)
+		}
+		b.publishAll(msgs)
+		if ha != nil {
+			b.publishHA(ha.pending(ev))
+		}
+	}
+	err := b.eng.Follow(ctx, since, func(ev runtime.Event) error {
 		msgs, err := f.Apply(ev)
 		if err != nil {
 			b.log.Warn("mqtt event not published in full", "journal_seq", ev.Seq, "kind", ev.Kind, "error", err)
@@ -36,7 +49,7 @@ func (b *Broker) follow(ctx context.Context, f *command.Fold, ha *haFold, since 
 		}
 		b.followed.Store(ev.Seq)
 		return nil
-	})
+	}, pending)
 	if err != nil && ctx.Err() == nil {
 		b.log.Error("mqtt stopped following the journal", "error", err)
 	}

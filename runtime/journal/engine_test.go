@@ -9,6 +9,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -419,5 +420,91 @@ func TestModeAndRulesSurviveARestart(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("readings after restart = %+v", r.e.Readings())
+	}
+}
+
+// TestFollowGivesAReadingAtOnceAndItsEventOnceWritten: a reading is given
+// to a follower's pending as it is taken, long before the flush interval
+// writes it; a governed write's durable point then writes it, and the
+// follower is given it again, once, in order, with the write's events.
+func TestFollowGivesAReadingAtOnceAndItsEventOnceWritten(t *testing.T) {
+	r := startRig(t, t.TempDir(), rigOptions{rules: []governance.Rule{allowValve}, jopts: Options{FlushInterval: time.Hour}})
+	runtimetest.WaitFor(t, "the start's events written", func() bool {
+		evs, err := r.e.Events(t.Context(), 0, 100)
+		online := 0
+		for _, ev := range evs {
+			if ev.Kind == runtime.KindDeviceOnline {
+				online++
+			}
+		}
+		return err == nil && online == len(greenhouse())
+	})
+	do(t, r.e, "close-0", "valve-1", "open", value.Bool(false))
+	since := r.e.LastSeq()
+	var mu sync.Mutex
+	var pending, written []runtime.Event
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- r.e.Follow(ctx, since, func(ev runtime.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			written = append(written, ev)
+			return nil
+		}, func(ev runtime.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			pending = append(pending, ev)
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	obs, err := r.e.Read(t.Context(), "mqtt:alice", "tank-1", "level")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reading runtime.Event
+	runtimetest.WaitFor(t, "the reading given as pending", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range pending {
+			if ev.Kind == runtime.KindObserved && ev.Device == "tank-1" {
+				reading = ev
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	for _, ev := range written {
+		if ev.Seq >= reading.Seq {
+			t.Errorf("event %d (%s, %s) given as written before any durable point", ev.Seq, ev.Kind, ev.Body)
+		}
+	}
+	mu.Unlock()
+	if obs.Reading == nil || reading.Seq <= since {
+		t.Fatalf("the read observed %+v as event %d, after %d", obs, reading.Seq, since)
+	}
+	do(t, r.e, "open-1", "valve-1", "open", value.Bool(true))
+	runtimetest.WaitFor(t, "the write's receipt given as written", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(written) > 0 && written[len(written)-1].Kind == runtime.KindEnded
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[uint64]int{}
+	for i, ev := range written {
+		seen[ev.Seq]++
+		if i > 0 && ev.Seq != written[i-1].Seq+1 {
+			t.Fatalf("written events out of order or with a gap: %d after %d", ev.Seq, written[i-1].Seq)
+		}
+	}
+	if written[0].Seq != since+1 || seen[reading.Seq] != 1 {
+		t.Fatalf("the written events start at %d (want %d) and hold the reading %d times (want once)", written[0].Seq, since+1, seen[reading.Seq])
+	}
+	for i := 1; i < len(pending); i++ {
+		if pending[i].Seq <= pending[i-1].Seq {
+			t.Fatalf("a pending event given twice or out of order: %d after %d", pending[i].Seq, pending[i-1].Seq)
+		}
 	}
 }

@@ -1046,6 +1046,23 @@ func (j *DB) fromRing(since uint64, limit int) ([]runtime.Event, uint64, bool) {
 	return out, ringFrom, true
 }
 
+// Pending returns up to limit events after since that are queued and not
+// yet written, in order: what the next write will make durable. Should
+// that write fail they are never written, and Events never returns them.
+func (j *DB) Pending(since uint64, limit int) []runtime.Event {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	from := max(since, j.committed)
+	if len(j.ring) == 0 || from+1 < j.ring[0].Seq {
+		return nil
+	}
+	var out []runtime.Event
+	for i := from + 1 - j.ring[0].Seq; i < uint64(len(j.ring)) && len(out) < limit; i++ {
+		out = append(out, j.ring[i])
+	}
+	return out
+}
+
 // Load returns what a start needs: pending approvals, rules not revoked,
 // runs not ended, attempts not terminal, the mode and the state of every
 // capability. It also primes the in-memory index of open attempts.

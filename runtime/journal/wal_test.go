@@ -635,6 +635,48 @@ func TestAPromptCommitIsWrittenWithoutTheFlushInterval(t *testing.T) {
 	}
 }
 
+// TestPendingIsWhatIsQueuedAndNotWritten: Pending returns, in order, the
+// events queued for the next write and none that is written, so that a
+// surface can show a reading at once and its event once witnessed.
+func TestPendingIsWhatIsQueuedAndNotWritten(t *testing.T) {
+	j := open(t, tempPath(t), Options{FlushInterval: time.Hour})
+	first := commit(t, j, runtime.Sync, ev(runtime.KindObserved, `{}`), nil)
+	if p := j.Pending(0, 10); len(p) != 0 {
+		t.Fatalf("a written event is pending: %+v", p)
+	}
+	a := commit(t, j, runtime.Async, ev(runtime.KindObserved, `{"value":1}`), nil)
+	b := commit(t, j, runtime.Async, ev(runtime.KindObserved, `{"value":2}`), nil)
+	seqs := func(evs []runtime.Event) (out []uint64) {
+		for _, e := range evs {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		since uint64
+		limit int
+		want  []uint64
+	}{{0, 10, []uint64{a.Seq, b.Seq}}, {first.Seq, 10, []uint64{a.Seq, b.Seq}}, {a.Seq, 10, []uint64{b.Seq}}, {0, 1, []uint64{a.Seq}}, {b.Seq, 10, nil}, {b.Seq + 5, 10, nil}} {
+		if got := seqs(j.Pending(c.since, c.limit)); !slices.Equal(got, c.want) {
+			t.Errorf("Pending(%d, %d) = %v, want %v", c.since, c.limit, got, c.want)
+		}
+	}
+	if evs, _ := j.Events(t.Context(), first.Seq, 10); len(evs) != 0 {
+		t.Fatalf("queued events are served as written: %+v", evs)
+	}
+	if p := j.Pending(0, 10); p[0].Hash != a.Hash || p[1].Prev != a.Hash {
+		t.Fatalf("the pending events are not the chained ones: %+v", p)
+	}
+	// A durable point writes them: none is pending, all are served.
+	commit(t, j, runtime.Sync, ev(runtime.KindActed, `{}`), nil)
+	if p := j.Pending(0, 10); len(p) != 0 {
+		t.Fatalf("events written are still pending: %+v", p)
+	}
+	if evs, _ := j.Events(t.Context(), first.Seq, 10); len(evs) != 3 {
+		t.Fatalf("served %d events after the durable point, want 3", len(evs))
+	}
+}
+
 // frameOf returns a frame of the log holding ents from first, in
 // segment segIndex, with the codec and payload given.
 func frameOf(segIndex, first uint64, count int, codec byte, payload []byte) []byte {

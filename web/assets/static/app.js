@@ -411,6 +411,8 @@
     streamKinds.forEach((k) => {
       es.addEventListener(k, (e) => { say({ kind: k, id: e.lastEventId }); });
     });
+    // A reading as it is taken, before the journal writes it: no id.
+    es.addEventListener("reading", () => { say({ kind: "observed" }); });
   }
   var bc = window.BroadcastChannel && navigator.locks ? new BroadcastChannel("shadowgate-stream") : null;
   if (bc) {
@@ -437,6 +439,7 @@
   // a freeze, is loaded again, so that nothing it shows is stale.
   function leave() {
     if (es) { es.close(); }
+    if (timer) { clearTimeout(timer); timer = null; }
     relay = null;
     if (release) { release(); release = null; }
   }
