@@ -408,10 +408,12 @@ func (e *Engine) Subscribe(ctx context.Context, since uint64, fn func(Event) err
 }
 
 // Follow is Subscribe that also calls pending, when it is not nil, with
-// each event queued for the journal but not yet durable (a reading waits
-// for the next durable point or the flush interval), in order, once, as
-// soon as it is queued. Every such event is later given to fn, once it is
-// durable; an event the journal fails to write never is. pending is how a
+// the events queued for the journal and not yet durable (a reading waits
+// for the next durable point or the flush interval), in order, each at
+// most once, as soon as it is seen queued. One written before Follow
+// looks is given to fn alone; pending may be given an event before fn is
+// given older ones. Every event given to pending is later given to fn,
+// once durable, unless the journal fails to write it. pending is how a
 // surface shows what the gateway believes now: fn alone is what the
 // journal witnessed.
 func (e *Engine) Follow(ctx context.Context, since uint64, fn func(Event) error, pending func(Event)) error {

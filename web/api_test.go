@@ -641,6 +641,22 @@ func TestEventStreamSendsAReadingAsItIsTaken(t *testing.T) {
 	if evs, _ := s.eng.Events(t.Context(), pending.Seq-1, 1); len(evs) != 0 {
 		t.Fatalf("the reading sent as pending is already written: %+v", evs)
 	}
+	// A client may resume from any sequence the gateway has given out,
+	// one not yet written included.
+	func() {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		req, _ := http.NewRequestWithContext(rctx, "GET", fmt.Sprintf("%s/api/v1/events/stream?since=%d", s.srv.URL, pending.Seq), nil)
+		req.Header.Set("Authorization", "Bearer tok-viewer")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("a stream from the pending reading's sequence: %s", resp.Status)
+		}
+	}()
 	// A note is written within moments, and the reading with it.
 	if _, err := s.eng.Note(t.Context(), runtime.KindLink, "", map[string]string{"state": "up"}); err != nil {
 		t.Fatal(err)

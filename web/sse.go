@@ -25,7 +25,8 @@ import (
 // readings is current; the same event comes again, with its id and kind,
 // once written.
 func (s *Server) apiStream(c echo.Context) error {
-	since := s.eng.LastSeq() // a new client starts from now
+	newest := s.eng.LastSeq()
+	since := newest // a new client starts from now
 	if p := s.eng.Pending(0, 1); len(p) > 0 {
 		since = min(since, p[0].Seq-1) // and is sent what is not yet written
 	}
@@ -41,7 +42,7 @@ func (s *Server) apiStream(c echo.Context) error {
 		name, from = `query "since"`, q
 	}
 	if from != "" {
-		n, err := seqParam(name, from, since)
+		n, err := seqParam(name, from, newest)
 		if err != nil {
 			return err
 		}

@@ -97,14 +97,27 @@ type Fold struct {
 	ahead map[string]*aheadReading
 }
 
-// aheadReading is a reading published from a pending event, which the
-// state stands on until the journal writes that event.
+// aheadReading is what a pending event says of a capability: a reading
+// (its value, time and quality), or a read that failed (bad, over the
+// value believed). The state stands on it until Apply folds that event.
 type aheadReading struct {
 	seq     uint64
+	read    bool // value and at are a reading's; else only the quality is
 	value   *value.Value
 	at      time.Time
 	quality string
-	payload []byte // the state message last published with it
+	payload []byte // the state message last published with it; nil: none
+}
+
+// over returns s as the pending event leaves it.
+func (a *aheadReading) over(s State) State {
+	switch {
+	case a.read:
+		s.Value, s.At, s.Quality = a.value, a.at, a.quality
+	case s.Value != nil:
+		s.Quality = a.quality
+	}
+	return s
 }
 
 // NewFold returns a fold that starts from the engine's current state.
@@ -225,11 +238,11 @@ func (f *Fold) Apply(ev runtime.Event) ([]Message, error) {
 // state folded so far; any other event yields nothing. The state stands on
 // that reading until Apply folds the event itself: a surface shows a
 // reading as soon as it is taken, and publishes the event once it is
-// witnessed. Events must come to Pending in order, each before Apply
-// folds it.
+// witnessed. Events come to Pending in order, each before Apply folds it
+// (Apply may not yet have folded older ones); one may skip Pending.
 func (f *Fold) Pending(ev runtime.Event) ([]Message, error) {
 	var device, capability string
-	var read func(s *State)
+	a := &aheadReading{seq: ev.Seq}
 	switch ev.Kind {
 	case runtime.KindObserved:
 		var o runtime.ObservedBody
@@ -237,10 +250,8 @@ func (f *Fold) Pending(ev runtime.Event) ([]Message, error) {
 			return nil, bodyErr(ev, err)
 		}
 		device, capability = o.Device, o.Capability
-		read = func(s *State) {
-			v := o.Value
-			s.Value, s.At, s.Quality = &v, o.At, o.Quality
-		}
+		v := o.Value
+		a.read, a.value, a.at, a.quality = true, &v, o.At, o.Quality
 	case runtime.KindFailed:
 		var fb runtime.FailedBody
 		if err := ev.DecodeBody(&fb); err != nil || fb.Device == "" {
@@ -250,25 +261,25 @@ func (f *Fold) Pending(ev runtime.Event) ([]Message, error) {
 			return nil, nil
 		}
 		device, capability = fb.Device, fb.Capability
-		read = func(s *State) {
-			if s.Value != nil {
-				s.Quality = devices.QualityBad.String()
-			}
-		}
+		a.quality = devices.QualityBad.String()
 	default:
 		return nil, nil
 	}
 	k := device + "/" + capability
-	s := *f.state(device, capability)
-	if a := f.ahead[k]; a != nil {
-		s.Value, s.At, s.Quality = a.value, a.at, a.quality
+	if prev := f.ahead[k]; prev != nil && prev.read && !a.read {
+		// A read failed after a reading not yet written: bad, over it.
+		a.read, a.value, a.at = true, prev.value, prev.at
 	}
-	read(&s)
+	f.ahead[k] = a
+	s := a.over(*f.state(device, capability))
+	if s.Value == nil {
+		return nil, nil // no value believed: a failed read changes nothing
+	}
 	m, err := stateMessage(&s)
 	if err != nil {
 		return nil, err
 	}
-	f.ahead[k] = &aheadReading{seq: ev.Seq, value: s.Value, at: s.At, quality: s.Quality, payload: m.Payload}
+	a.payload = m.Payload
 	return []Message{m}, nil
 }
 
@@ -279,8 +290,7 @@ func (f *Fold) stateAt(s *State, seq uint64) ([]Message, error) {
 	k := s.Device + "/" + s.Capability
 	a := f.ahead[k]
 	if a != nil && a.seq > seq {
-		c := *s
-		c.Value, c.At, c.Quality = a.value, a.at, a.quality
+		c := a.over(*s)
 		m, err := stateMessage(&c)
 		if err != nil || string(m.Payload) == string(a.payload) {
 			return nil, err // what stands is published already

@@ -354,3 +354,74 @@ func TestFoldPendingReadingStandsUntilItsEventIsWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldPendingFailedReadKeepsTheNewestValue: a failed read taken marks
+// the value believed bad and no more: written events older than it (a
+// reading, a receipt that observed the actuator) still bring their value,
+// bad; and with no value believed it says nothing, as its event written
+// would not.
+func TestFoldPendingFailedReadKeepsTheNewestValue(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	on, off := value.Bool(true), value.Bool(false)
+	failed := func(seq uint64) runtime.Event {
+		return event(t, seq, runtime.KindFailed, runtime.FailedBody{Device: "pump-1", Capability: "on", Outcome: "offline", Error: "gone"})
+	}
+	reading := func(seq uint64, v value.Value) runtime.Event {
+		return event(t, seq, runtime.KindObserved, runtime.ObservedBody{Device: "pump-1", Capability: "on", Value: v, Quality: "good", At: at})
+	}
+	receipt := event(t, 8, runtime.KindActed, runtime.Receipt{Device: "pump-1", Capability: "on", Attempt: "act-1", Value: on,
+		Confirmation: runtime.Confirmed, Observed: &on, At: at})
+	state := func(v, quality, more string) string {
+		return `state/pump-1/on {"device":"pump-1","capability":"on","value":` + v + `,"at":"2026-05-01T12:00:00Z","quality":"` + quality + `"` + more + `}`
+	}
+	confirmed := `,"confirmation":"confirmed","attempt":"act-1"`
+	type step struct {
+		pending bool
+		ev      runtime.Event
+		want    []string
+	}
+	for _, c := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a failed read with no value believed says nothing", []step{
+			{true, failed(1), nil},
+			{false, failed(1), nil},
+		}},
+		{"an older reading written after a failed read taken is its value, bad", []step{
+			{true, failed(4), nil},
+			{false, reading(2, off), []string{state("false", "bad", "")}},
+			{false, failed(4), nil},
+		}},
+		{"an older receipt written after a failed read taken is its value, bad", []step{
+			{false, reading(7, off), []string{state("false", "good", "")}},
+			{true, failed(9), []string{state("false", "bad", "")}},
+			{false, receipt, []string{`receipts/pump-1/on {"key":"","attempt":"act-1","device":"pump-1","capability":"on","value":true,"driver":"","confirmation":"confirmed","observed":true,"at":"2026-05-01T12:00:00Z"}`,
+				state("true", "bad", confirmed)}},
+			{false, failed(9), nil},
+		}},
+		{"a failed read taken after a reading taken keeps the reading's value", []step{
+			{true, reading(3, on), []string{state("true", "good", "")}},
+			{true, failed(4), []string{state("true", "bad", "")}},
+			{false, reading(3, on), nil},
+			{false, failed(4), nil},
+		}},
+	} {
+		f := NewFold(source{})
+		for i, s := range c.steps {
+			var msgs []Message
+			var err error
+			if s.pending {
+				msgs, err = f.Pending(s.ev)
+			} else {
+				msgs, err = f.Apply(s.ev)
+			}
+			if err != nil {
+				t.Fatalf("%s, step %d: %v", c.name, i, err)
+			}
+			if got := published(msgs); !slices.Equal(got, s.want) {
+				t.Errorf("%s, step %d:\n got %q\nwant %q", c.name, i, got, s.want)
+			}
+		}
+	}
+}

@@ -297,24 +297,20 @@ func modeMessage(m haMode) []haMessage {
 	return []haMessage{{topic: HAModeTopic, payload: payload}}
 }
 
-// pending returns what a good reading the journal has queued and not yet
-// written changes: its state stands from now until apply folds the event
-// itself, over what older events say. Any other event yields nothing.
+// pending returns the state a good reading the journal has queued and not
+// yet written makes: it stands from now until apply folds the event
+// itself, over what older events say. What else the reading says (that it
+// lies outside its range) waits for its event, in order with the
+// outcomes of the events before it. Any other event yields nothing.
 // Events must come to pending in order, each before apply folds it.
 func (f *haFold) pending(ev runtime.Event) []haMessage {
-	if ev.Kind != runtime.KindObserved {
+	var o runtime.ObservedBody
+	if ev.Kind != runtime.KindObserved || ev.DecodeBody(&o) != nil || o.Quality != devices.QualityGood.String() {
 		return nil
 	}
-	msgs := f.changes(ev)
-	var o runtime.ObservedBody
-	if ev.DecodeBody(&o) != nil {
-		return msgs
-	}
-	topic := HAStateTopic(o.Device, o.Capability)
+	msgs := f.state(o.Device, o.Capability, o.Value)
 	for _, m := range msgs {
-		if m.topic == topic {
-			f.ahead[topic] = haAhead{seq: ev.Seq, payload: m.payload}
-		}
+		f.ahead[m.topic] = haAhead{seq: ev.Seq, payload: m.payload}
 	}
 	return msgs
 }

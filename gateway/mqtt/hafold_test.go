@@ -280,3 +280,36 @@ func TestHAFoldPendingReadingStandsOverOlderEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestHAFoldPendingReadingOutsideItsRangeIsSaidInOrder: a reading outside
+// its range, taken before an older outcome is written, says so once its
+// own event is written, after that outcome, not before it.
+func TestHAFoldPendingReadingOutsideItsRangeIsSaidInOrder(t *testing.T) {
+	const dev, capName = "heat-1", "setpoint"
+	f := newHAFold([]devices.Device{{ID: dev, Capabilities: []devices.Capability{{Name: capName, Kind: devices.KindActuator, Type: value.TypeNumber, ReadBack: true}}}})
+	f.ranges[dev+"/"+capName] = haRange{lo: 18, hi: 25, min: 18, max: 25, hasMin: true, hasMax: true}
+	ev := func(seq uint64, kind runtime.Kind, body any) runtime.Event {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.Event{Seq: seq, Kind: kind, At: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), Body: b}
+	}
+	refused := ev(8, runtime.KindRefused, runtime.RefusedBody{Device: dev, Capability: capName, Why: "no"})
+	hot := ev(9, runtime.KindObserved, runtime.ObservedBody{Device: dev, Capability: capName, Value: value.Number(30), Quality: "good"})
+	var outcomes []string
+	for _, msgs := range [][]haMessage{f.pending(hot), f.apply(refused), f.apply(hot)} {
+		for _, m := range msgs {
+			if strings.HasSuffix(m.topic, "/outcome") {
+				var o haOutcome
+				if err := json.Unmarshal(m.payload, &o); err != nil {
+					t.Fatal(err)
+				}
+				outcomes = append(outcomes, o.Outcome)
+			}
+		}
+	}
+	if len(outcomes) != 2 || !strings.HasPrefix(outcomes[0], "refused") || !strings.HasPrefix(outcomes[1], "read 30, outside") {
+		t.Fatalf("the outcomes said, in order: %q; want the refusal, then the reading outside its range", outcomes)
+	}
+}

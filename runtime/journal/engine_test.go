@@ -398,6 +398,12 @@ func TestModeAndRulesSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtimetest.WaitFor(t, "the heater", func() bool { return r.g.State().Heater })
+	// The act's read-back confirms it, and is its last reading: a stop
+	// before that would cut the confirmation short, and leave the reading
+	// from before the act the last.
+	if _, err := r.e.Wait(context.Background(), obs.Run); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := r.e.SetMode(context.Background(), "console:bob", governance.ModeObserve, "leaving for the night"); err != nil {
 		t.Fatal(err)
 	}
