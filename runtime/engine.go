@@ -452,6 +452,18 @@ func (e *Engine) Follow(ctx context.Context, since uint64, fn func(Event) error,
 	}
 }
 
+// FromNow is where a follower that is to see every event from now on
+// starts (Subscribe's since): after the newest event, or, while events
+// are queued and not yet written, before the oldest of them, which a start
+// after LastSeq would never be given.
+func (e *Engine) FromNow() uint64 {
+	since := e.LastSeq()
+	if p := e.Pending(0, 1); len(p) > 0 {
+		since = min(since, p[0].Seq-1)
+	}
+	return since
+}
+
 // Pending returns up to limit events after since that are queued for the
 // journal and not yet durable, in order: none from a journal that writes
 // each event before Commit returns.

@@ -538,7 +538,7 @@ func (m *mcpSurface) roleOf(token string) access.Role {
 // alone; a call an agent makes in the meantime is refused, and cancels
 // the runs too.
 func (m *mcpSurface) watchModes(ctx context.Context) {
-	since := m.web.eng.LastSeq()
+	since := m.web.eng.FromNow()
 	m.modeChanged(ctx, "")
 	_ = m.web.eng.Subscribe(ctx, since, func(ev runtime.Event) error {
 		switch ev.Kind {

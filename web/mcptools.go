@@ -651,6 +651,9 @@ func (m *mcpSurface) getApproval(ctx context.Context, req *mcp.CallToolRequest, 
 	if in.WaitSeconds < 0 || in.WaitSeconds > maxWait {
 		return nil, nil, fmt.Errorf(`argument "wait_seconds": %d is not from 0 to %d`, in.WaitSeconds, maxWait)
 	}
+	// Every event after this point is seen: whatever changes the approval
+	// after it is read wakes the wait.
+	since := m.web.eng.FromNow()
 	v, ok := m.approvalNow(ctx, req, in.ApprovalID)
 	if !ok {
 		return nil, nil, errors.New(`argument "approval_id": approval ` + clip(in.ApprovalID) + " does not exist")
@@ -666,10 +669,6 @@ func (m *mcpSurface) getApproval(ctx context.Context, req *mcp.CallToolRequest, 
 	tok := req.Params.GetProgressToken()
 	step, last := 0.0, v.Summary
 	errChanged := errors.New("changed")
-	since := m.web.eng.LastSeq()
-	if since > 0 {
-		since-- // the newest may not be written yet
-	}
 	if tok != nil {
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: step, Message: "waiting: " + v.Summary})
 	}

@@ -26,10 +26,7 @@ import (
 // once written.
 func (s *Server) apiStream(c echo.Context) error {
 	newest := s.eng.LastSeq()
-	since := newest // a new client starts from now
-	if p := s.eng.Pending(0, 1); len(p) > 0 {
-		since = min(since, p[0].Seq-1) // and is sent what is not yet written
-	}
+	since := s.eng.FromNow() // a new client starts from now
 	name, from := `header "Last-Event-ID"`, c.Request().Header.Get("Last-Event-ID")
 	if n := len(c.Request().Header.Values("Last-Event-ID")); n > 1 {
 		return problem(http.StatusBadRequest, fmt.Sprintf("%s: given %d times; give it once", name, n))

@@ -514,3 +514,25 @@ func TestFollowGivesAReadingAtOnceAndItsEventOnceWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestFromNowIsBeforeWhatIsNotWritten: a follower that starts from now
+// is given a reading queued and not yet written; once written, from now
+// is the newest event.
+func TestFromNowIsBeforeWhatIsNotWritten(t *testing.T) {
+	r := startRig(t, t.TempDir(), rigOptions{rules: []governance.Rule{allowValve}, jopts: Options{FlushInterval: time.Hour}})
+	do(t, r.e, "close-0", "valve-1", "open", value.Bool(false))
+	runtimetest.WaitFor(t, "nothing queued", func() bool { return len(r.e.Pending(0, 1)) == 0 })
+	if got, want := r.e.FromNow(), r.e.LastSeq(); got != want {
+		t.Fatalf("with nothing queued, from now is %d, want the newest, %d", got, want)
+	}
+	before := r.e.LastSeq()
+	if _, err := r.e.Read(t.Context(), "mqtt:alice", "tank-1", "level"); err != nil {
+		t.Fatal(err)
+	}
+	if r.e.LastSeq() <= before {
+		t.Fatal("the read queued no event")
+	}
+	if got := r.e.FromNow(); got != before {
+		t.Fatalf("with a reading queued after %d, from now is %d (the newest is %d)", before, got, r.e.LastSeq())
+	}
+}
