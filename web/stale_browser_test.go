@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/shadowgate/shadowgate/devices"
 	"github.com/shadowgate/shadowgate/drivers/sim"
+	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/runtime/runtimetest"
 )
 
@@ -107,5 +109,45 @@ func TestInterlockAgesTick(t *testing.T) {
 				t.Error("the page was reloaded")
 			}
 		})
+	}
+}
+
+// TestAReadingIsDrawnBeforeItIsWritten: with readings written to the
+// journal only every hour, the devices page draws a new reading of a
+// polled sensor as it is taken, without a reload, and redraws no more
+// than once a second.
+func TestAReadingIsDrawnBeforeItIsWritten(t *testing.T) {
+	var g *sim.Greenhouse
+	s := newSite(t, siteOptions{flush: time.Hour, driver: func(devices.Driver) devices.Driver {
+		ds := runtimetest.Greenhouse("gh", "tank-1", "valve-1")
+		ds[0].Capabilities[0].Poll = 200 * time.Millisecond
+		var err error
+		if g, err = sim.New(sim.Options{Devices: ds}); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}})
+	b := newBrowser(t, s.srv.URL)
+	b.login("olga", "/devices")
+	b.poll("the live link", `document.getElementById("link").textContent === "live"`)
+	eval[bool](b, `window.kept = true; true`)
+	fetches := `performance.getEntriesByType("resource").filter(e => e.name.includes("fragment=1")).length`
+	before := eval[int](b, fetches)
+	start := time.Now()
+	g.Adjust(func(st *sim.State) { st.Level = 42.5 })
+	value := `document.querySelector("#cap-tank-1\\.level .cap-value").textContent`
+	b.poll("the new level drawn", value+`.includes("42.5")`)
+	if evs, _ := s.eng.Events(t.Context(), 0, 10_000); slices.ContainsFunc(evs, func(ev runtime.Event) bool {
+		return ev.Kind == runtime.KindObserved && strings.Contains(string(ev.Body), "42.5")
+	}) {
+		t.Fatal("the reading drawn was already written: the test shows nothing")
+	}
+	time.Sleep(2 * time.Second)
+	n, took := eval[int](b, fetches)-before, time.Since(start)
+	if !eval[bool](b, `window.kept === true`) {
+		t.Fatal("the page was reloaded")
+	}
+	if limit := int(took/time.Second) + 2; n > limit {
+		t.Fatalf("the page fetched itself %d times in %s of readings every 200 ms; at most once a second is %d", n, took.Round(time.Millisecond), limit)
 	}
 }

@@ -391,6 +391,9 @@
     }
     if (m.kind === "alarm") { scheduleAlarms(); }
     if (/^(approval_|mode_changed$)/.test(m.kind)) { scheduleStatus(); }
+    // A reading as it is taken redraws a page that shows readings at
+    // most once a second, however fast the sensors are polled.
+    if (m.kind === "reading" && kinds.indexOf("observed") >= 0) { schedule(1000); return; }
     if (kinds.indexOf(m.kind) >= 0) { schedule(); }
   }
   function say(m) {
@@ -412,7 +415,7 @@
       es.addEventListener(k, (e) => { say({ kind: k, id: e.lastEventId }); });
     });
     // A reading as it is taken, before the journal writes it: no id.
-    es.addEventListener("reading", () => { say({ kind: "observed" }); });
+    es.addEventListener("reading", () => { say({ kind: "reading" }); });
   }
   var bc = window.BroadcastChannel && navigator.locks ? new BroadcastChannel("shadowgate-stream") : null;
   if (bc) {
