@@ -152,6 +152,29 @@ func (e *Engine) Policy(device, capability string) (CapPolicy, bool) {
 	return out, true
 }
 
+// ObservesItself reports whether the receipt of an act on capability c,
+// governed by p (nil: no policy), observes the actuator itself, its
+// read-back, rather than another sensor that confirms it: when its
+// read-back confirms it, or, with no confirmation configured, the act
+// reads it back.
+func ObservesItself(c *devices.Capability, p *CapPolicy) bool {
+	return c.ReadBack && (p == nil || p.Confirm == nil || p.Confirm.ReadBack)
+}
+
+// ObservesItself is the package's ObservesItself for "device.capability"
+// of a device online, false for one that is not.
+func (e *Engine) ObservesItself(device, capability string) bool {
+	ent, ok := e.reg.Lookup(device)
+	if !ok {
+		return false
+	}
+	c, ok := ent.Device.Capability(capability)
+	if !ok {
+		return false
+	}
+	return ObservesItself(c, e.conf().policies[ref(device, capability)])
+}
+
 // Facts returns the latest readings as the judge sees them.
 func (e *Engine) Facts() governance.Facts { return &e.facts }
 

@@ -415,12 +415,31 @@ func (f *Fold) receipt(rc *runtime.Receipt, payload []byte, seq uint64) ([]Messa
 	out := []Message{{Stream: StreamReceipts, Topic: ReceiptTopic(rc.Device, rc.Capability), Payload: payload}}
 	s := f.state(rc.Device, rc.Capability)
 	s.Confirmation, s.Attempt = rc.Confirmation, rc.Attempt
-	if rc.Observed != nil {
+	switch {
+	case rc.Observed != nil && f.observesItself(rc.Device, rc.Capability):
 		v := *rc.Observed
+		s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
+	case rc.Confirmation == runtime.Confirmed:
+		// Confirmed by another sensor, whose value is not the actuator's:
+		// the world follows the value commanded.
+		v := rc.Value
 		s.Value, s.At, s.Quality = &v, rc.At, devices.QualityGood.String()
 	}
 	m, err := f.stateAt(s, seq)
 	return append(out, m...), err
+}
+
+// observesItself reports whether the receipts of device.capability
+// observe the actuator itself, as the Source says when it can (the
+// engine); else whatever a receipt observed is taken to be the
+// actuator's.
+func (f *Fold) observesItself(device, capability string) bool {
+	if o, ok := f.src.(interface {
+		ObservesItself(device, capability string) bool
+	}); ok {
+		return o.ObservesItself(device, capability)
+	}
+	return true
 }
 
 // closedApproval reads which approval an answer or an expiry concerns,

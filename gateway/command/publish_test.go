@@ -425,3 +425,50 @@ func TestFoldPendingFailedReadKeepsTheNewestValue(t *testing.T) {
 		}
 	}
 }
+
+// sensorConfirmed is a source whose valve-1.open is confirmed by another
+// sensor (the flow it starts), not read back.
+type sensorConfirmed struct{ source }
+
+func (sensorConfirmed) ObservesItself(device, capability string) bool {
+	return !(device == "valve-1" && capability == "open")
+}
+
+// TestFoldReceiptConfirmedByAnotherSensor: what another sensor observed
+// (a flow rate) is never the valve's value: a confirmed act sets the value
+// commanded, one the flow contradicts leaves the value the valve last
+// read; both set the confirmation.
+func TestFoldReceiptConfirmedByAnotherSensor(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	f := NewFold(sensorConfirmed{})
+	flow, off := value.Number(1.42), value.Bool(false)
+	steps := []struct {
+		name string
+		ev   runtime.Event
+		want string
+	}{
+		{"the valve read closed", event(t, 1, runtime.KindObserved, runtime.ObservedBody{Device: "valve-1", Capability: "open", Value: off, Quality: "good", At: at}),
+			`{"device":"valve-1","capability":"open","value":false,"at":"2026-05-01T12:00:00Z","quality":"good"}`},
+		{"opened, the flow confirms it", event(t, 2, runtime.KindActed, runtime.Receipt{Device: "valve-1", Capability: "open", Attempt: "act-1", Value: value.Bool(true),
+			Confirmation: runtime.Confirmed, Observed: &flow, At: at.Add(time.Second)}),
+			`{"device":"valve-1","capability":"open","value":true,"at":"2026-05-01T12:00:01Z","quality":"good","confirmation":"confirmed","attempt":"act-1"}`},
+		{"closed, the flow goes on", event(t, 3, runtime.KindActed, runtime.Receipt{Device: "valve-1", Capability: "open", Attempt: "act-2", Value: off,
+			Confirmation: runtime.NotStarted, Observed: &flow, At: at.Add(2 * time.Second)}),
+			`{"device":"valve-1","capability":"open","value":true,"at":"2026-05-01T12:00:01Z","quality":"good","confirmation":"not_started","attempt":"act-2"}`},
+	}
+	for _, s := range steps {
+		msgs, err := f.Apply(s.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		for _, m := range msgs {
+			if m.Stream == StreamState {
+				got = string(m.Payload)
+			}
+		}
+		if got != s.want {
+			t.Errorf("%s: state\n got %s\nwant %s", s.name, got, s.want)
+		}
+	}
+}

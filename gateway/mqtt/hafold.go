@@ -126,13 +126,22 @@ func (f *haFold) actuator(device, capability string) bool {
 func (f *haFold) state(device, capability string, v value.Value) []haMessage {
 	key := device + "/" + capability
 	c, ok := f.caps[key]
-	if !ok || v.Type != c.Type {
+	if !ok || !ofType(v, c.Type) {
 		return nil
 	}
 	if r, ok := f.ranges[key]; ok && r.outside(v.Num) != "" {
 		return f.unknown(device, capability)
 	}
+	if c.Type == value.TypeEnum && !slices.Contains(c.Enum, v.Text) {
+		return f.unknown(device, capability) // not an option Home Assistant was told
+	}
 	return []haMessage{{topic: HAStateTopic(device, capability), payload: haValue(v)}}
+}
+
+// ofType reports whether v is a value of type t. An enum's value comes
+// back from the journal's JSON as a string, and is one.
+func ofType(v value.Value, t value.Type) bool {
+	return v.Type == t || t == value.TypeEnum && v.Type == value.TypeString
 }
 
 // unknown says that the gateway no longer believes any state of an

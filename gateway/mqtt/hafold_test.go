@@ -313,3 +313,25 @@ func TestHAFoldPendingReadingOutsideItsRangeIsSaidInOrder(t *testing.T) {
 		t.Fatalf("the outcomes said, in order: %q; want the refusal, then the reading outside its range", outcomes)
 	}
 }
+
+// TestHAFoldEnumStateFromTheJournal: an enum's value comes back from the
+// journal's JSON as a string; it is still the select's state, and a value
+// that is none of its options is unknown.
+func TestHAFoldEnumStateFromTheJournal(t *testing.T) {
+	const dev, capName = "vent-1", "position"
+	devs := []devices.Device{{ID: dev, Capabilities: []devices.Capability{{Name: capName, Kind: devices.KindActuator, Type: value.TypeEnum,
+		Enum: []string{"closed", "half", "open"}, ReadBack: true}}}}
+	for _, c := range []struct{ body, want string }{
+		{`{"device":"vent-1","capability":"position","value":"open","quality":"good"}`, "open"},
+		{`{"device":"vent-1","capability":"position","value":"jammed","quality":"good"}`, haNone},
+	} {
+		ev := runtime.Event{Seq: 1, Kind: runtime.KindObserved, Body: json.RawMessage(c.body)}
+		for name, fold := range map[string]func(*haFold) []haMessage{"pending": func(f *haFold) []haMessage { return f.pending(ev) },
+			"written": func(f *haFold) []haMessage { return f.apply(ev) }} {
+			msgs := fold(newHAFold(devs))
+			if len(msgs) != 1 || msgs[0].topic != HAStateTopic(dev, capName) || string(msgs[0].payload) != c.want {
+				t.Errorf("%s %s: said %v, want %s", name, c.body, msgs, c.want)
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/shadowgate/shadowgate/devices"
+	"github.com/shadowgate/shadowgate/runtime"
 	"github.com/shadowgate/shadowgate/value"
 )
 
@@ -232,11 +233,11 @@ func (b *Broker) newHAFold() *haFold {
 			if c.Type == value.TypeNumber {
 				f.ranges[key], _, _ = b.haNumberRange(d.ID, c.Name)
 			}
-			// A receipt observes the actuator itself when its read-back
-			// confirms it, or, with no confirmation configured, the act
-			// reads it back.
-			p, ok := b.eng.Policy(d.ID, c.Name)
-			f.ownReadBack[key] = c.ReadBack && (!ok || p.Confirm == nil || p.Confirm.ReadBack)
+			var pol *runtime.CapPolicy
+			if p, ok := b.eng.Policy(d.ID, c.Name); ok {
+				pol = &p
+			}
+			f.ownReadBack[key] = runtime.ObservesItself(&c, pol)
 		}
 	}
 	return f
