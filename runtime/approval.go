@@ -63,6 +63,7 @@ func (e *Engine) Answer(ctx context.Context, id string, a Answer) (Approval, err
 	default:
 		return Approval{}, fmt.Errorf("unknown decision %q (want approve, deny or approve_and_rule)", a.Decision)
 	}
+	e.awaitFiled(ctx, id)
 	e.decide.Lock()
 	defer e.decide.Unlock()
 	e.fallBackIfExpired(ctx) // the approvals required are the mode's in force
@@ -296,6 +297,9 @@ func (e *Engine) supersede(ctx context.Context, id, why string) {
 
 // Approval returns one approval by id.
 func (e *Engine) Approval(id string) (Approval, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), filingWait)
+	e.awaitFiled(ctx, id)
+	cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p, ok := e.approvals[id]
@@ -304,6 +308,10 @@ func (e *Engine) Approval(id string) (Approval, bool) {
 	}
 	return p.rec, true
 }
+
+// filingWait bounds how long Approval waits for an approval whose request
+// is being journaled.
+const filingWait = 2 * time.Second
 
 // Approvals returns the pending approvals, oldest first.
 func (e *Engine) Approvals() []Approval {

@@ -134,9 +134,12 @@ type Engine struct {
 	rules     map[string]RuleRecord
 	approvals map[string]*pending
 	byTarget  map[string]string // "device.capability" -> pending approval id
-	runs      map[string]*run
-	requests  map[string]*run // idempotency key of a command -> its run
-	ended     []*run          // ended runs still held, oldest first
+	// filing holds the approvals whose request is being journaled, each
+	// closed once it is filed or dropped: an answer to one waits for it.
+	filing   map[string]chan struct{}
+	runs     map[string]*run
+	requests map[string]*run // idempotency key of a command -> its run
+	ended    []*run          // ended runs still held, oldest first
 	// startedBy holds, oldest first, the request keys of ended plan runs
 	// filed in requests by their record alone (fileEndedLocked), at most
 	// maxStartedBy.
@@ -181,6 +184,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		rules:     map[string]RuleRecord{},
 		approvals: map[string]*pending{},
 		byTarget:  map[string]string{},
+		filing:    map[string]chan struct{}{},
 		runs:      map[string]*run{},
 		requests:  map[string]*run{},
 		changes:   map[string]*changes{},

@@ -243,3 +243,51 @@ func TestARepeatOnceTheRunEndedIsToldTheAct(t *testing.T) {
 		}
 	})
 }
+
+// approvalHookJournal is a MemJournal that calls hook with each approval
+// request it has written, before Commit returns.
+type approvalHookJournal struct {
+	*runtimetest.MemJournal
+	hook func(id string)
+}
+
+func (j *approvalHookJournal) Commit(ctx context.Context, en runtime.Entry) (runtime.Event, error) {
+	ev, err := j.MemJournal.Commit(ctx, en)
+	if err == nil && en.Event.Kind == runtime.KindApprovalRequested && j.hook != nil && en.Approval != nil {
+		j.hook(en.Approval.ID)
+	}
+	return ev, err
+}
+
+// TestAnApprovalIsFoundTheMomentItsRequestIsWritten: an approval's id is
+// published once its request is written, a moment before the engine files
+// it; a look-up and an answer that come in that moment wait for it, and
+// find it.
+func TestAnApprovalIsFoundTheMomentItsRequestIsWritten(t *testing.T) {
+	hj := &approvalHookJournal{}
+	w := newWorld(t, func(s *setup) {
+		s.journal = func(m *runtimetest.MemJournal) runtime.Journal { hj.MemJournal = m; return hj }
+	})
+	type result struct {
+		found bool
+		err   error
+	}
+	got := make(chan result, 1)
+	hj.hook = func(id string) {
+		go func() {
+			_, found := w.e.Approval(id)
+			_, err := w.e.Answer(w.ctx, id, runtime.Answer{By: "console:bob", Decision: runtime.Approve})
+			got <- result{found, err}
+		}()
+		time.Sleep(50 * time.Millisecond) // the look-up comes before the approval is filed
+	}
+	obs := w.do("mqtt:alice", "c1", "pump-1", "on", on)
+	want(t, obs, runtime.ApprovalRequest, "mode supervised asks")
+	r := <-got
+	if !r.found || r.err != nil {
+		t.Fatalf("the approval looked up as its request was written: found %v; answered: %v", r.found, r.err)
+	}
+	if ev := w.outcome(obs.Run); ev.Kind != runtime.KindActed {
+		t.Fatalf("outcome = %s %s, want acted", ev.Kind, ev.Body)
+	}
+}

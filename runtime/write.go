@@ -404,7 +404,33 @@ func (e *Engine) reservePending(target, id string) (string, bool) {
 		return cur, true
 	}
 	e.byTarget[target] = id
+	e.filing[id] = make(chan struct{})
 	return "", false
+}
+
+// filed ends the filing of approval id. e.mu must be held.
+func (e *Engine) filed(id string) {
+	if ch, ok := e.filing[id]; ok {
+		close(ch)
+		delete(e.filing, id)
+	}
+}
+
+// awaitFiled waits, until ctx ends, while the request of approval id is
+// being journaled. Its id is published once the request is durable,
+// which is a moment before the approval is filed: whoever answers or
+// looks it up at once must find it.
+func (e *Engine) awaitFiled(ctx context.Context, id string) {
+	e.mu.Lock()
+	ch := e.filing[id]
+	e.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 // filePending files p, whose request is journaled, as pending.
@@ -412,6 +438,7 @@ func (e *Engine) filePending(p *pending) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.approvals[p.rec.ID] = p
+	e.filed(p.rec.ID)
 }
 
 // dropPending lifts the reservation of target for id, whose request was
@@ -422,6 +449,7 @@ func (e *Engine) dropPending(target, id string) {
 	if e.byTarget[target] == id {
 		delete(e.byTarget, target)
 	}
+	e.filed(id)
 }
 
 // useAuthorization consumes the single-use authorization of an approval,
