@@ -311,7 +311,8 @@ func modeMessage(m haMode) []haMessage {
 // itself, over what older events say. What else the reading says (that it
 // lies outside its range) waits for its event, in order with the
 // outcomes of the events before it. Any other event yields nothing.
-// Events must come to pending in order, each before apply folds it.
+// Events come to pending in order, each before apply folds it (apply may
+// not yet have folded older ones); one may skip pending.
 func (f *haFold) pending(ev runtime.Event) []haMessage {
 	var o runtime.ObservedBody
 	if ev.Kind != runtime.KindObserved || ev.DecodeBody(&o) != nil || o.Quality != devices.QualityGood.String() {
