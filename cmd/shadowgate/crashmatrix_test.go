@@ -257,6 +257,12 @@ var matrixKinds = []matrixKind{
 		}},
 	{name: "upstream command", targets: []string{"valve-1.open"}, uplink: true,
 		send: func(ctx context.Context, c *matrixCell, arm func()) ([]string, bool) {
+			// Armed once the uplink listens: the uplink's own journaling
+			// as it connects (its link event) would otherwise crash the
+			// gateway before there is a command to serve.
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			c.site.waitSubscribed(wctx, "shadowgate/matrix/cmd/valve-1/open")
+			cancel()
 			arm()
 			return c.upstream(ctx)
 		},
