@@ -581,21 +581,7 @@ func TestEventStreamSendsAReadingAsItIsTaken(t *testing.T) {
 	s := newSite(t, siteOptions{flush: time.Hour})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", s.srv.URL+"/api/v1/events/stream", nil)
-	req.Header.Set("Authorization", "Bearer tok-viewer")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	_, lines := openStream(ctx, t, s.srv.URL+"/api/v1/events/stream", func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok-viewer") })
 	// next returns the next event of the stream: its id ("" if none),
 	// its name and its data.
 	next := func(what string) (id, name, data string) {
@@ -646,13 +632,8 @@ func TestEventStreamSendsAReadingAsItIsTaken(t *testing.T) {
 	func() {
 		rctx, stop := context.WithCancel(ctx)
 		defer stop()
-		req, _ := http.NewRequestWithContext(rctx, "GET", fmt.Sprintf("%s/api/v1/events/stream?since=%d", s.srv.URL, pending.Seq), nil)
-		req.Header.Set("Authorization", "Bearer tok-viewer")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		resp, _ := openStream(rctx, t, fmt.Sprintf("%s/api/v1/events/stream?since=%d", s.srv.URL, pending.Seq),
+			func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok-viewer") })
 		if resp.StatusCode != 200 {
 			t.Fatalf("a stream from the pending reading's sequence: %s", resp.Status)
 		}
@@ -673,4 +654,34 @@ func TestEventStreamSendsAReadingAsItIsTaken(t *testing.T) {
 			return
 		}
 	}
+}
+
+// openStream opens an event stream at url, the request as auth sets it,
+// and returns the response and its lines, read until the stream ends
+// (ctx, or the end of the test, ends it).
+func openStream(ctx context.Context, t *testing.T, url string, auth func(*http.Request)) (*http.Response, <-chan string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return resp, lines
 }

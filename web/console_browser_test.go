@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -312,26 +311,12 @@ func TestStreamEndsWithItsSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	open := func(cookie string) (*http.Response, chan string) {
+	open := func(cookie string) (*http.Response, <-chan string) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", s.srv.URL+"/api/v1/events/stream", nil)
-		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		lines := make(chan string, 64)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
-		return resp, lines
+		return openStream(context.Background(), t, s.srv.URL+"/api/v1/events/stream",
+			func(r *http.Request) { r.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie}) })
 	}
-	ends := func(what string, lines chan string) {
+	ends := func(what string, lines <-chan string) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)
 		saw := false

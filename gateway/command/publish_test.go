@@ -336,13 +336,7 @@ func TestFoldPendingReadingStandsUntilItsEventIsWritten(t *testing.T) {
 		{"an event that is not a reading is not pending", true, receipt, nil},
 	}
 	for _, s := range steps {
-		var msgs []Message
-		var err error
-		if s.pending {
-			msgs, err = f.Pending(s.ev)
-		} else {
-			msgs, err = f.Apply(s.ev)
-		}
+		msgs, err := fold(f, s.pending, s.ev)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
@@ -409,13 +403,7 @@ func TestFoldPendingFailedReadKeepsTheNewestValue(t *testing.T) {
 	} {
 		f := NewFold(source{})
 		for i, s := range c.steps {
-			var msgs []Message
-			var err error
-			if s.pending {
-				msgs, err = f.Pending(s.ev)
-			} else {
-				msgs, err = f.Apply(s.ev)
-			}
+			msgs, err := fold(f, s.pending, s.ev)
 			if err != nil {
 				t.Fatalf("%s, step %d: %v", c.name, i, err)
 			}
@@ -471,4 +459,12 @@ func TestFoldReceiptConfirmedByAnotherSensor(t *testing.T) {
 			t.Errorf("%s: state\n got %s\nwant %s", s.name, got, s.want)
 		}
 	}
+}
+
+// fold gives ev to f as a pending event, or as one written.
+func fold(f *Fold, pending bool, ev runtime.Event) ([]Message, error) {
+	if pending {
+		return f.Pending(ev)
+	}
+	return f.Apply(ev)
 }
