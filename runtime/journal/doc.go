@@ -180,7 +180,11 @@
 // holds its first seq, each next frame the seq after the last one before.
 // Integers are big-endian. Segments the store holds are kept (at most two)
 // to be reused under a new index; what they held before is no frame of
-// theirs, as its CRC names the old index.
+// theirs, as its CRC names the old index. Where the file system allows it
+// (Linux 6.1 and later say so through statx), frames are written with
+// O_DIRECT in the file system's units (512 bytes on an SD card), not
+// through the page cache: the rest of a frame's last unit is written as
+// zeros, which end the log as a spare's past does.
 //
 // At open the log is read: a frame that fails its check with no valid
 // frame after it in its segment ends the log (a torn write of the last

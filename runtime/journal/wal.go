@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/shadowgate/shadowgate/internal/failpoint"
 )
@@ -55,6 +56,9 @@ type segment struct {
 	prealloc   int64
 	end        int64 // where the next frame goes
 	sealedNext bool  // its last frame names a successor
+	// align is the unit of a direct write to its open file (see put); 0
+	// while it is written through the page cache.
+	align int64
 }
 
 // room is how long the segment may grow: the size it was made, or def
@@ -91,6 +95,13 @@ type wal struct {
 	top  uint64
 	buf  []byte
 	zbuf []byte
+	// dbuf is the memory of direct writes; last holds the bytes of the
+	// last unit a direct write put, at lastAt in lastSeg, so that the
+	// next frame's first unit is made without reading it back.
+	dbuf    []byte
+	last    []byte
+	lastSeg *segment
+	lastAt  int64
 
 	// counts, for Stats and benchmarks
 	syncs, written int64
@@ -236,6 +247,7 @@ func openWAL(dir string, segSize int64, write bool) (*wal, scanned, error) {
 				return nil, sc, fmt.Errorf("opening the log: %w", err)
 			}
 			w.f = f
+			w.direct(w.segs[n-1], f)
 		}
 	}
 	return w, sc, nil
@@ -658,7 +670,7 @@ func (w *wal) writeTo(f *os.File, s *segment, frame []byte, sync bool) error {
 	if failpoint.Enabled {
 		// A crash here leaves half a frame: a torn write.
 		half := len(frame) / 2
-		if _, err := f.WriteAt(frame[:half], at); err != nil {
+		if err := w.put(f, s, frame[:half], at); err != nil {
 			return fmt.Errorf("writing the log: %w", err)
 		}
 		if err := failpoint.Inject(failpoint.JournalLogTorn); err != nil {
@@ -666,7 +678,7 @@ func (w *wal) writeTo(f *os.File, s *segment, frame []byte, sync bool) error {
 		}
 		frame, at = frame[half:], at+int64(half)
 	}
-	if _, err := f.WriteAt(frame, at); err != nil {
+	if err := w.put(f, s, frame, at); err != nil {
 		return fmt.Errorf("writing the log: %w", err)
 	}
 	w.written += int64(len(frame))
@@ -747,9 +759,104 @@ func (w *wal) roll(first uint64) error {
 		_ = w.f.Close()
 	}
 	w.f = f
+	w.direct(s, f)
 	w.segs = append(w.segs, s)
 	w.top = idx
 	return nil
+}
+
+const (
+	// memAlign is the alignment of the memory a direct write is made from.
+	memAlign = 4096
+	// maxKeptDirect bounds the memory kept for direct writes.
+	maxKeptDirect = 256 << 10
+)
+
+// direct turns on direct writes to f, the open file of s, where its file
+// system allows them: a frame then costs the card the units (512 bytes
+// on an SD card) it touches, where through the page cache it costs a
+// 4 KiB page, written again by every fdatasync of a frame in it. Only a
+// segment written whole is written directly, so that no direct write
+// allocates or extends the file.
+func (w *wal) direct(s *segment, f *os.File) {
+	a := directAlign(f)
+	if a == 0 || s.prealloc == 0 || s.prealloc%a != 0 {
+		return
+	}
+	if err := setDirect(f, true); err == nil {
+		s.align = a
+	}
+}
+
+// put writes b at off in f, the open file of s. A direct write is of whole
+// units: the bytes of its first unit before off (the end of the frame
+// before, kept from the last put or read back), b, and zeros to the end of
+// its last unit; where nothing was written yet, a segment holds zeros or
+// a spare's past, which no reader takes for this segment's frames. A
+// write the file system refuses as direct is made through the page cache,
+// and so is every later one to f.
+func (w *wal) put(f *os.File, s *segment, b []byte, off int64) error {
+	a := s.align
+	if a == 0 {
+		_, err := f.WriteAt(b, off)
+		return err
+	}
+	start, end := off-off%a, off+int64(len(b))
+	if r := end % a; r != 0 {
+		end += a - r
+	}
+	if end > s.prealloc {
+		return w.buffered(f, s, b, off, nil)
+	}
+	buf := w.aligned(int(end - start))
+	head := int(off - start)
+	if head > 0 {
+		if w.lastSeg == s && w.lastAt == start && len(w.last) == int(a) {
+			copy(buf, w.last[:head])
+		} else if _, err := f.ReadAt(buf[:a], start); err != nil {
+			return w.buffered(f, s, b, off, err)
+		}
+	}
+	n := copy(buf[head:], b)
+	clear(buf[head+n:])
+	if _, err := f.WriteAt(buf, start); err != nil {
+		return w.buffered(f, s, b, off, err)
+	}
+	w.lastSeg, w.lastAt = s, end-a
+	w.last = append(w.last[:0], buf[len(buf)-int(a):]...)
+	return nil
+}
+
+// buffered turns direct writes to f off and writes b at off through the
+// page cache, after a direct write failed with err (nil: it was not
+// tried). Only a refusal (EINVAL) is worth the retry.
+func (w *wal) buffered(f *os.File, s *segment, b []byte, off int64, err error) error {
+	if err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	if err := setDirect(f, false); err != nil {
+		return err
+	}
+	s.align, w.lastSeg = 0, nil
+	_, err = f.WriteAt(b, off)
+	return err
+}
+
+// aligned returns n bytes of memory at an address that is a multiple of
+// memAlign, as direct writes need.
+func (w *wal) aligned(n int) []byte {
+	m := w.dbuf
+	if cap(m) < n+memAlign {
+		m = make([]byte, n+memAlign)
+		if n <= maxKeptDirect {
+			w.dbuf = m // a frame of a rare size is not kept for
+		}
+	}
+	skip := 0
+	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(m[:1]))) % memAlign); r != 0 {
+		skip = memAlign - r
+	}
+	return m[skip : skip+n]
 }
 
 // segmentFile returns a file at path for a new segment, and its size: a

@@ -782,3 +782,67 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// Where the file system allows it, the log is written directly, in whole
+// units: frames of every size, which begin and end inside units, read
+// back whole after a clean stop and after a crash, and the frame that
+// follows a reopen continues the unit the one before it ended in.
+func TestTheLogIsWrittenDirectly(t *testing.T) {
+	path := tempPath(t)
+	total := 0
+	for round := range 4 {
+		j := open(t, path, Options{})
+		<-j.Verified()
+		probe := j.wal.segs[len(j.wal.segs)-1]
+		if round == 0 {
+			if a := directAlign(j.wal.f); a == 0 {
+				t.Skip("this file system does not write directly: the page cache's path is the one every other test takes")
+			}
+		}
+		// Ends of frames fall at many places within a unit.
+		for n := range 9 + round {
+			commit(t, j, runtime.Sync, ev(runtime.KindObserved, fmt.Sprintf(`{"i":%d,"pad":"%s"}`, n, strings.Repeat("x", 37*n+round))), nil)
+			total++
+		}
+		if s := j.wal.segs[len(j.wal.segs)-1]; s != probe || s.align == 0 {
+			t.Fatalf("round %d: the segment's writes are not direct (align %d)", round, s.align)
+		}
+		if round%2 == 0 {
+			crash(t, j)
+		} else if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := open(t, path, Options{})
+	<-j.Verified()
+	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK || rep.Last < uint64(total) {
+		t.Fatalf("verify = %s, %v; want ok through at least %d", rep, err, total)
+	}
+}
+
+// A direct write the file system refuses is made through the page cache,
+// and so is every later write to that file: nothing is lost and the
+// journal goes on.
+func TestARefusedDirectWriteGoesThroughThePageCache(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{})
+	<-j.Verified()
+	if directAlign(j.wal.f) == 0 {
+		t.Skip("this file system does not write directly")
+	}
+	fill(t, j, 3)
+	s := j.wal.segs[len(j.wal.segs)-1]
+	// A unit of one byte: offsets and lengths the device cannot take
+	// directly, so the next write is refused.
+	s.align, j.wal.lastSeg = 1, nil
+	fill(t, j, 3)
+	if s.align != 0 {
+		t.Fatalf("align = %d after a refused direct write; want 0 (the page cache)", s.align)
+	}
+	crash(t, j)
+	j = open(t, path, Options{})
+	<-j.Verified()
+	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK || rep.Last < 6 {
+		t.Fatalf("verify = %s, %v; want ok through at least 6", rep, err)
+	}
+}
