@@ -541,10 +541,18 @@ func (e *Engine) Readings() []Reading {
 	return out
 }
 
-// newID returns a random identifier with a prefix: "run-3f9a0c1d2e4b5a69".
+// newID returns an identifier with a prefix, "run-019af3c2d1e07c5a9b31":
+// the wall clock's Unix milliseconds (6 bytes) and 4 random bytes, in
+// hexadecimal. Identifiers made one after another sort together, so that
+// the journal's store adds the records they name to the end of its trees
+// (one page for a batch of runs), not to a random page each.
 func newID(prefix string) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
+	var b [10]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (8 * (5 - i)))
+	}
+	_, _ = rand.Read(b[6:])
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 

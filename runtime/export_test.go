@@ -26,3 +26,6 @@ func DecideHeld(e *Engine) bool {
 func KeepReading(e *Engine, device, capability string, rd devices.Reading) {
 	e.keepReading(device, capability, rd)
 }
+
+// NewID is newID, for the test of how identifiers sort.
+func NewID(prefix string) string { return newID(prefix) }

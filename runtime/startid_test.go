@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,4 +61,26 @@ func TestPlanStartIDOutlivesARestartAndOlderRuns(t *testing.T) {
 			t.Fatalf("a new id = %+v, %v; want a new run", r, err)
 		}
 	})
+}
+
+// Identifiers made one after another sort in the order they were made,
+// so that the journal's store adds what they name at the end of its
+// trees; made in the same millisecond, they still differ.
+func TestIdentifiersSortInTheOrderMade(t *testing.T) {
+	var ids []string
+	for range 5 {
+		ids = append(ids, runtime.NewID("run"))
+		time.Sleep(2 * time.Millisecond)
+	}
+	if !slices.IsSorted(ids) {
+		t.Fatalf("ids made in turn do not sort in turn: %v", ids)
+	}
+	seen := map[string]bool{}
+	for range 10_000 {
+		id := runtime.NewID("act")
+		if seen[id] || len(id) != len("act-")+20 {
+			t.Fatalf("id %q: made twice, or not 20 hex digits", id)
+		}
+		seen[id] = true
+	}
 }
