@@ -159,7 +159,10 @@
 //
 // with CRC the CRC-32C of the segment's index (u64), the 24 header bytes
 // before it and the payload. codec 2 is the payload as it is, 3 is it
-// compressed with zstd (RFC 8878). Uncompressed, the payload is
+// compressed with zstd (RFC 8878), 4 in Snappy's block format
+// (github.com/google/snappy, format_description.txt): a frame a caller
+// waits for is written in 4, which takes microseconds, and readings
+// written at the flush interval in 3. Uncompressed, the payload is
 //
 //	32 prev of the first entry's event ‖ 32 hash of the last one's ‖ count entries, each
 //	the event packed as in a block of the store (above) ‖ u8 flags ‖

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/shadowgate/shadowgate/governance"
@@ -509,7 +510,7 @@ func TestABigBatchIsReadBackWhole(t *testing.T) {
 		ents = append(ents, logEntry{value: v})
 		prev = h
 	}
-	if err := w.append(1, ents); err != nil {
+	if err := w.append(1, ents, true); err != nil {
 		t.Fatal(err)
 	}
 	if w.syncs != 3 { // the segment's header and directory, then the batch
@@ -727,10 +728,11 @@ func TestTheLogReadsEveryCodec(t *testing.T) {
 	_, _ = zw.Write(encodeEntries(nil, ents))
 	_ = zw.Close()
 	for name, f := range map[string][]byte{
-		"packed":      frameOf(1, 1, len(ents), codecPacked, packed),
-		"packed zstd": frameOf(1, 1, len(ents), codecPackedZstd, enc.EncodeAll(packed, nil)),
-		"raw":         frameOf(1, 1, len(ents), codecRaw, encodeEntries(nil, ents)),
-		"deflate":     frameOf(1, 1, len(ents), codecFlate, deflated.Bytes()),
+		"packed":        frameOf(1, 1, len(ents), codecPacked, packed),
+		"packed zstd":   frameOf(1, 1, len(ents), codecPackedZstd, enc.EncodeAll(packed, nil)),
+		"packed snappy": frameOf(1, 1, len(ents), codecPackedSnappy, s2.EncodeSnappy(nil, packed)),
+		"raw":           frameOf(1, 1, len(ents), codecRaw, encodeEntries(nil, ents)),
+		"deflate":       frameOf(1, 1, len(ents), codecFlate, deflated.Bytes()),
 	} {
 		n, got, seal, err := readFrame(f, 1, 1)
 		if err != nil || seal || n != int64(len(f)) || len(got) != len(ents) {
@@ -741,6 +743,12 @@ func TestTheLogReadsEveryCodec(t *testing.T) {
 				t.Fatalf("%s: entry %d read back otherwise", name, i)
 			}
 		}
+	}
+	// A Snappy frame that says it holds more than a reader decompresses.
+	huge := binary.AppendUvarint(nil, maxBlockRaw+1)
+	huge = append(huge, 0, 0, 0, 0)
+	if _, _, _, err := readFrame(frameOf(1, 1, len(ents), codecPackedSnappy, huge), 1, 1); err == nil || !strings.Contains(err.Error(), "over the limit") {
+		t.Fatalf("a Snappy frame over the limit read as %v", err)
 	}
 	// An altered event: its canonical bytes changed inside the packed
 	// payload, the frame's CRC made again to match.
@@ -763,6 +771,7 @@ func FuzzReadFrame(f *testing.F) {
 	}
 	f.Add(frameOf(1, 1, 5, codecPacked, packed))
 	f.Add(frameOf(1, 1, 5, codecPackedZstd, enc.EncodeAll(packed, nil)))
+	f.Add(frameOf(1, 1, 5, codecPackedSnappy, s2.EncodeSnappy(nil, packed)))
 	f.Add(frameOf(1, 1, 5, codecRaw, encodeEntries(nil, ents)))
 	f.Add(frameOf(1, 1, 0, codecRaw, nil))
 	f.Add(frameOf(1, 1, 5, codecPacked, packed[:40]))
@@ -844,5 +853,43 @@ func TestARefusedDirectWriteGoesThroughThePageCache(t *testing.T) {
 	<-j.Verified()
 	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK || rep.Last < 6 {
 		t.Fatalf("verify = %s, %v; want ok through at least 6", rep, err)
+	}
+}
+
+// A frame a caller waits for is compressed with Snappy, fast; a frame of
+// readings nobody waits for, written at the flush interval, with zstd.
+// Both read back.
+func TestAWaitedFrameIsCompressedFast(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{FlushInterval: 20 * time.Millisecond})
+	<-j.Verified()
+	body := func(i int) string {
+		return fmt.Sprintf(`{"capability":"level","reading":{"value":%d.5,"quality":"good"}}`, i)
+	}
+	for i := range 30 {
+		commit(t, j, runtime.Async, ev(runtime.KindObserved, body(i)), nil)
+	}
+	time.Sleep(200 * time.Millisecond) // the interval writes them, with no one waiting
+	for i := range 30 {
+		commit(t, j, runtime.Async, ev(runtime.KindObserved, body(i)), nil)
+	}
+	commit(t, j, runtime.Sync, ev(runtime.KindInvoked, `{"state":"executing"}`), nil)
+	crash(t, j)
+	data, err := os.ReadFile(segments(t, path)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codecs []byte
+	for off := segHeader; off+frameHead <= len(data) && binary.BigEndian.Uint32(data[off:]) == frameMagic; {
+		codecs = append(codecs, data[off+20])
+		off += frameHead + int(binary.BigEndian.Uint32(data[off+4:]))
+	}
+	if !bytes.Contains(codecs, []byte{codecPackedZstd}) || codecs[len(codecs)-1] != codecPackedSnappy {
+		t.Fatalf("codecs of the frames %v: want readings flushed alone in zstd (%d), the durable point last in Snappy (%d)", codecs, codecPackedZstd, codecPackedSnappy)
+	}
+	j = open(t, path, Options{})
+	<-j.Verified()
+	if rep, err := j.Verify(t.Context()); err != nil || !rep.OK || rep.Last < 61 {
+		t.Fatalf("verify = %s, %v; want ok through at least 61", rep, err)
 	}
 }

@@ -100,6 +100,7 @@ func (j *DB) linger() {
 func (j *DB) flushOnce() {
 	j.mu.Lock()
 	batch, f, released := j.queue, j.cur, j.syncs
+	waited := j.syncs > 0 || j.prompts > 0
 	j.queue, j.syncs, j.prompts = nil, 0, 0
 	j.cur = &flush{done: make(chan struct{})}
 	failed := j.failed
@@ -116,7 +117,7 @@ func (j *DB) flushOnce() {
 		if err == nil {
 			ents := logEntries(batch)
 			j.walMu.Lock()
-			err = j.wal.append(batch[0].ev.Seq, ents)
+			err = j.wal.append(batch[0].ev.Seq, ents, waited)
 			j.walMu.Unlock()
 		}
 		took = time.Since(t0)
