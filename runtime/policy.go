@@ -198,18 +198,16 @@ func (f *facts) markDevice(device string) {
 // changes records when an actuator was changed by our command, for the
 // envelope's dwell and rate limits.
 type changes struct {
-	last  time.Time
-	times []time.Time // within the last minute
+	last time.Time
+	// times are the changes of the last minute, oldest first: a change
+	// adds at the end, and the ones a minute old leave from the front, so
+	// that neither walks all of them (at a fast rate a minute holds many).
+	times []time.Time
 }
 
 func (c *changes) history(current value.Value, now time.Time) governance.History {
-	n := 0
-	for _, t := range c.times {
-		if now.Sub(t) < time.Minute {
-			n++
-		}
-	}
-	h := governance.History{LastChange: c.last, ChangesLastMinute: n}
+	c.forget(now)
+	h := governance.History{LastChange: c.last, ChangesLastMinute: len(c.times)}
 	if !current.IsZero() {
 		h.Current = current
 	}
@@ -217,14 +215,21 @@ func (c *changes) history(current value.Value, now time.Time) governance.History
 }
 
 func (c *changes) record(now time.Time) {
-	kept := c.times[:0]
-	for _, t := range c.times {
-		if now.Sub(t) < time.Minute {
-			kept = append(kept, t)
-		}
-	}
-	c.times = append(kept, now)
+	c.forget(now)
+	c.times = append(c.times, now)
 	c.last = now
+}
+
+// forget drops the changes a minute or more before now from the front.
+// A clock set back leaves a later change before an earlier one; it is
+// counted until the ones before it have left, which can only make the
+// rate limit stricter.
+func (c *changes) forget(now time.Time) {
+	i := 0
+	for i < len(c.times) && now.Sub(c.times[i]) >= time.Minute {
+		i++
+	}
+	c.times = c.times[i:]
 }
 
 // check says what is wrong with the safety features of the capability
