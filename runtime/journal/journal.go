@@ -246,6 +246,7 @@ type DB struct {
 	start  time.Time // the boot's monotonic origin
 
 	kick       chan struct{} // wakes the writer; capacity 1
+	flushTimer *time.Timer   // kicks the writer when a queue's flush interval is up; under mu
 	quit       chan struct{} // closed by Close
 	writerDone chan struct{}
 
@@ -764,13 +765,12 @@ func (j *DB) append(ctx context.Context, ev runtime.Event, records []record, att
 		return runtime.Event{}, err
 	}
 	sync := d == runtime.Sync
-	ev, f, err := j.enqueue(ev, records, att, d)
+	ev, f, wake, err := j.enqueue(ev, records, att, d)
 	if err != nil {
 		return runtime.Event{}, err
 	}
-	select {
-	case j.kick <- struct{}{}:
-	default:
+	if wake {
+		j.kickWriter()
 	}
 	if !sync {
 		return ev, nil
@@ -812,7 +812,12 @@ func (j *DB) fullBatch() *flush {
 // enqueue assigns the event its sequence and chains it, and queues it with
 // its records for the writer. It returns the batch to wait for. The lock is
 // released however enqueue returns, a panic included.
-func (j *DB) enqueue(ev runtime.Event, records []record, att *runtime.Attempt, d runtime.Durability) (runtime.Event, *flush, error) {
+//
+// wake says whether the writer must be woken now: for a sync or prompt
+// commit and a full batch. A queue of async commits waits for the flush
+// interval, and waking the writer for each would cost every step a
+// goroutine switch.
+func (j *DB) enqueue(ev runtime.Event, records []record, att *runtime.Attempt, d runtime.Durability) (_ runtime.Event, _ *flush, wake bool, _ error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	ev, f, err := j.enqueueLocked(ev, records, att, d == runtime.Sync)
@@ -822,7 +827,28 @@ func (j *DB) enqueue(ev runtime.Event, records []record, att *runtime.Attempt, d
 		}
 		j.prompts++
 	}
-	return ev, f, err
+	switch {
+	case err != nil:
+	case d != runtime.Async || len(j.queue) >= maxBatch:
+		wake = true
+	case len(j.queue) == 1:
+		// The first of a queue of async commits: the writer is woken when
+		// the flush interval is up, by a timer, not now.
+		if j.flushTimer == nil {
+			j.flushTimer = time.AfterFunc(j.opts.FlushInterval, j.kickWriter)
+		} else {
+			j.flushTimer.Reset(j.opts.FlushInterval)
+		}
+	}
+	return ev, f, wake, err
+}
+
+// kickWriter wakes the writer.
+func (j *DB) kickWriter() {
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
 }
 
 // enqueueLocked is enqueue with j.mu held.
@@ -1273,6 +1299,9 @@ func (j *DB) Close() error {
 		return nil
 	}
 	j.closed = true
+	if j.flushTimer != nil {
+		j.flushTimer.Stop()
+	}
 	j.mu.Unlock()
 	if !j.opts.ReadOnly {
 		j.stop()
