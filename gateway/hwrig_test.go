@@ -238,8 +238,9 @@ func (r *hwRig) durableShare() durableShare { return durableShare{j: r.Journal, 
 
 // report reports points/op (the log writes a step made, one fdatasync
 // each), point-µs (their mean), and rest-%-device: the step's time beyond
-// its device round trip and its points, over the device round trip.
-func (d durableShare) report(b *testing.B, raw time.Duration) {
+// its device round trip and its points, over the device round trip. It
+// returns that rest.
+func (d durableShare) report(b *testing.B, raw time.Duration) (rest time.Duration) {
 	s1 := d.j.Stats()
 	n := s1.Batches - d.s0.Batches
 	perOp := b.Elapsed() / time.Duration(b.N)
@@ -248,8 +249,9 @@ func (d durableShare) report(b *testing.B, raw time.Duration) {
 	if n > 0 {
 		b.ReportMetric(float64((s1.CommitTime-d.s0.CommitTime).Microseconds())/float64(n), "point-µs")
 	}
+	rest = perOp - raw - (s1.CommitTime-d.s0.CommitTime)/time.Duration(b.N)
 	if raw > 0 {
-		rest := perOp - raw - (s1.CommitTime-d.s0.CommitTime)/time.Duration(b.N)
 		b.ReportMetric(100*float64(rest)/float64(raw), "rest-%-device")
 	}
+	return rest
 }

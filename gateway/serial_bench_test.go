@@ -266,7 +266,10 @@ func BenchmarkSerialStep(b *testing.B) {
 				if raw := rawTally.mean(); kind != "raw" && raw > 0 {
 					b.ReportMetric(float64(perOp)/float64(raw), "x-raw")
 					b.ReportMetric(100*float64(perOp-raw)/float64(raw+wire), "overhead-%-wire")
-					share.report(b, raw)
+					// On a wire the device round trip is the bytes' time
+					// at the line's rate besides what the pty takes.
+					rest := share.report(b, raw)
+					b.ReportMetric(100*float64(rest)/float64(raw+wire), "rest-%-wire")
 				}
 				if last {
 					b.Logf("governed/raw on the line firmware (pty), means so far: %s", summary())
