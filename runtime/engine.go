@@ -541,20 +541,28 @@ func (e *Engine) Readings() []Reading {
 	return out
 }
 
-// newID returns an identifier with a prefix, "run-019af3c2d1e07c5a9b31":
-// the wall clock's Unix milliseconds (6 bytes) and 4 random bytes, in
-// hexadecimal. Identifiers made one after another sort together, so that
-// the journal's store adds the records they name to the end of its trees
-// (one page for a batch of runs), not to a random page each.
+// newID returns an identifier with a prefix, "run-019de368f60000017c5a9b31":
+// the wall clock's Unix milliseconds (6 bytes), a count of the
+// identifiers this process has made (2 bytes, wrapping) and 4 random
+// bytes, in hexadecimal. Identifiers made one after another sort
+// together, so that the journal's store adds the records they name to the
+// end of its trees (one page for a batch of runs), not to a random page
+// each; the count keeps apart the ones made in the same millisecond, the
+// random bytes those of another start.
 func newID(prefix string) string {
-	var b [10]byte
+	var b [12]byte
 	ms := uint64(time.Now().UnixMilli())
 	for i := range 6 {
 		b[i] = byte(ms >> (8 * (5 - i)))
 	}
-	_, _ = rand.Read(b[6:])
+	n := idCount.Add(1)
+	b[6], b[7] = byte(n>>8), byte(n)
+	_, _ = rand.Read(b[8:])
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
+
+// idCount counts the identifiers newID made.
+var idCount atomic.Uint32
 
 // newErrorID returns an id for a log line whose detail a client is not
 // shown: "err-" and 12 hex digits, as every surface's error ids.

@@ -78,8 +78,8 @@ func TestIdentifiersSortInTheOrderMade(t *testing.T) {
 	seen := map[string]bool{}
 	for range 10_000 {
 		id := runtime.NewID("act")
-		if seen[id] || len(id) != len("act-")+20 {
-			t.Fatalf("id %q: made twice, or not 20 hex digits", id)
+		if seen[id] || len(id) != len("act-")+24 {
+			t.Fatalf("id %q: made twice, or not 24 hex digits", id)
 		}
 		seen[id] = true
 	}

@@ -33,8 +33,8 @@ const (
 	frameMagic = 0x53474631 // "SGF1"
 	frameHead  = 28         // u32 magic ‖ u32 len ‖ u64 first seq ‖ u32 count ‖ u8 codec ‖ 3 zero ‖ u32 crc
 	// codecs of a frame's payload: 0 and 1 hold entries as encodeEntries
-	// makes them (written by earlier builds, still read), 2 and 3 as
-	// packEntries does.
+	// makes them (written by earlier builds, still read), 2, 3 (zstd) and
+	// 4 (Snappy) as packEntries does.
 	codecRaw          = 0
 	codecFlate        = 1
 	codecPacked       = 2
@@ -682,6 +682,13 @@ func (w *wal) appendFrame(first uint64, ents []logEntry, waited bool) error {
 	frame = append(frame, codec, 0, 0, 0)
 	frame = binary.BigEndian.AppendUint32(frame, frameCRC(s.index, frame, payload))
 	frame = append(frame, payload...)
+	// The memory of a frame of a rare size is not kept.
+	if cap(w.buf) > maxKeptDirect {
+		w.buf = nil
+	}
+	if cap(w.zbuf) > maxKeptDirect {
+		w.zbuf = nil
+	}
 	if err := w.writeTo(w.f, s, frame, false); err != nil {
 		return err
 	}
@@ -793,7 +800,8 @@ func (w *wal) roll(first uint64) error {
 const (
 	// memAlign is the alignment of the memory a direct write is made from.
 	memAlign = 4096
-	// maxKeptDirect bounds the memory kept for direct writes.
+	// maxKeptDirect bounds the memory kept for a frame, its compressed
+	// payload and its direct write.
 	maxKeptDirect = 256 << 10
 )
 
