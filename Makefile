@@ -26,7 +26,7 @@ torture:
 BENCHTIME  ?= 300ms
 BENCHCOUNT ?= 1
 bench:
-	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 30m ./... > bench/results.txt 2>&1; \
+	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 60m ./... > bench/results.txt 2>&1; \
 	status=$$?; cat bench/results.txt; exit $$status
 	go run ./bench/size -goarch arm64 -bench BenchmarkBinary/arm64 | tee -a bench/results.txt
 	go run ./bench/size -goarch arm64 -tags '$(MINTAGS)' -bench BenchmarkBinary/arm64-min | tee -a bench/results.txt
