@@ -250,6 +250,9 @@ func (f *Fold) Pending(ev runtime.Event) ([]Message, error) {
 			return nil, bodyErr(ev, err)
 		}
 		device, capability = o.Device, o.Capability
+		if f.older(device, capability, o.At) {
+			return nil, nil // taken before what stands: an act's receipt came first
+		}
 		v := o.Value
 		a.read, a.value, a.at, a.quality = true, &v, o.At, o.Quality
 	case runtime.KindFailed:
@@ -283,12 +286,31 @@ func (f *Fold) Pending(ev runtime.Event) ([]Message, error) {
 	return []Message{m}, nil
 }
 
+// older reports whether a reading of device.capability taken at t is
+// older than what stands: the state folded so far, or a pending reading.
+func (f *Fold) older(device, capability string, t time.Time) bool {
+	if t.IsZero() {
+		return false // an event from before readings carried their time
+	}
+	if s := f.states[device+"/"+capability]; s != nil && s.Value != nil && t.Before(s.At) {
+		return true
+	}
+	a := f.ahead[device+"/"+capability]
+	return a != nil && a.read && t.Before(a.at)
+}
+
 // stateAt is the state message of s after the event seq, or none when it
 // is the message published last: over s stands a newer reading that
 // Pending published, until the event of that reading comes.
 func (f *Fold) stateAt(s *State, seq uint64) ([]Message, error) {
 	k := s.Device + "/" + s.Capability
 	a := f.ahead[k]
+	if a != nil && a.seq > seq && a.read && s.Value != nil && a.at.Before(s.At) {
+		// The pending reading was taken before this event's state (an
+		// act's receipt): it no longer stands over it.
+		delete(f.ahead, k)
+		a = nil
+	}
 	if a != nil && a.seq > seq {
 		c := a.over(*s)
 		m, err := stateMessage(&c)
@@ -318,6 +340,16 @@ func (f *Fold) changes(ev runtime.Event) ([]Message, error) {
 			return nil, bodyErr(ev, err)
 		}
 		s := f.state(o.Device, o.Capability)
+		if s.Value != nil && !o.At.IsZero() && o.At.Before(s.At) {
+			// Taken before what stands (the receipt of an act journaled
+			// while it was being read): the reading is history, not the
+			// state. Pending may have published it; what stands is said
+			// again.
+			if a := f.ahead[o.Device+"/"+o.Capability]; a != nil && a.seq == ev.Seq {
+				return f.stateAt(s, ev.Seq)
+			}
+			return nil, nil
+		}
 		v := o.Value
 		s.Value, s.At, s.Quality = &v, o.At, o.Quality
 		return f.stateAt(s, ev.Seq)

@@ -468,3 +468,53 @@ func fold(f *Fold, pending bool, ev runtime.Event) ([]Message, error) {
 	}
 	return f.Apply(ev)
 }
+
+// TestFoldAReadingTakenBeforeAnActIsNotItsState: a reading taken before an
+// act and journaled after its receipt (a poll that read the pump ON while
+// a drive to safe switched it off) does not bring the old value back,
+// whether Pending published it before the receipt was written or after;
+// a reading taken after the act is the state again.
+func TestFoldAReadingTakenBeforeAnActIsNotItsState(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	on, off := value.Bool(true), value.Bool(false)
+	reading := func(seq uint64, v value.Value, sec int) runtime.Event {
+		return event(t, seq, runtime.KindObserved, runtime.ObservedBody{Device: "pump-1", Capability: "on", Value: v, Quality: "good", At: at.Add(time.Duration(sec) * time.Second)})
+	}
+	receipt := event(t, 8, runtime.KindActed, runtime.Receipt{Device: "pump-1", Capability: "on", Attempt: "act-1", Value: off,
+		Confirmation: runtime.Confirmed, Observed: &off, At: at.Add(2 * time.Second)})
+	state := func(v string, sec int, more string) string {
+		return `state/pump-1/on {"device":"pump-1","capability":"on","value":` + v + `,"at":"2026-05-01T12:00:0` + string(rune('0'+sec)) + `Z","quality":"good"` + more + `}`
+	}
+	const confirmed = `,"confirmation":"confirmed","attempt":"act-1"`
+	receiptSaid := `receipts/pump-1/on {"key":"","attempt":"act-1","device":"pump-1","capability":"on","value":false,"driver":"","confirmation":"confirmed","observed":false,"at":"2026-05-01T12:00:02Z"}`
+	type step struct {
+		name    string
+		pending bool
+		ev      runtime.Event
+		want    []string
+	}
+	for name, steps := range map[string][]step{
+		"pending before the receipt is written": {
+			{"the old reading taken", true, reading(10, on, 0), []string{state("true", 0, "")}},
+			{"the receipt written", false, receipt, []string{receiptSaid, state("false", 2, confirmed)}},
+			{"the old reading written", false, reading(10, on, 0), nil},
+		},
+		"pending after the receipt is written": {
+			{"the receipt written", false, receipt, []string{receiptSaid, state("false", 2, confirmed)}},
+			{"the old reading taken", true, reading(10, on, 0), nil},
+			{"the old reading written", false, reading(10, on, 0), nil},
+			{"a reading after the act", false, reading(11, on, 3), []string{state("true", 3, confirmed)}},
+		},
+	} {
+		f := NewFold(source{})
+		for _, s := range steps {
+			msgs, err := fold(f, s.pending, s.ev)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", name, s.name, err)
+			}
+			if got := published(msgs); !slices.Equal(got, s.want) {
+				t.Errorf("%s, %s:\n got %q\nwant %q", name, s.name, got, s.want)
+			}
+		}
+	}
+}

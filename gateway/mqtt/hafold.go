@@ -91,18 +91,39 @@ type haFold struct {
 	// ahead holds, by state topic, the reading that pending published
 	// before the journal wrote it.
 	ahead map[string]haAhead
+	// at is when the state said last was true, by "device/capability":
+	// the reading's time, or the receipt's. A reading taken before it (an
+	// act's receipt journaled while the reading was being taken) is
+	// history, not the state.
+	at map[string]time.Time
 }
 
-// haAhead is a state published from a pending reading: its event and the
-// payload.
+// haAhead is a state published from a pending reading: its event, the
+// payload, and when the reading was taken, of which capability.
 type haAhead struct {
 	seq     uint64
 	payload []byte
+	key     string
+	at      time.Time
+}
+
+// older reports whether a reading of device.capability taken at t is
+// older than the state said last.
+func (f *haFold) older(device, capability string, t time.Time) bool {
+	return !t.IsZero() && t.Before(f.at[device+"/"+capability])
+}
+
+// said notes that the state of device.capability said now was true at t.
+func (f *haFold) said(device, capability string, t time.Time) {
+	k := device + "/" + capability
+	if t.After(f.at[k]) {
+		f.at[k] = t
+	}
 }
 
 func newHAFold(devs []devices.Device) *haFold {
 	f := &haFold{caps: map[string]devices.Capability{}, ranges: map[string]haRange{}, ownReadBack: map[string]bool{},
-		asked: map[string]string{}, devs: map[string]bool{}, outsideSaid: map[string]string{}, ahead: map[string]haAhead{}}
+		asked: map[string]string{}, devs: map[string]bool{}, outsideSaid: map[string]string{}, ahead: map[string]haAhead{}, at: map[string]time.Time{}}
 	for _, d := range devs {
 		f.devs[d.ID] = true
 		for _, c := range d.Capabilities {
@@ -187,8 +208,10 @@ func (f *haFold) acted(rc *runtime.Receipt) []haMessage {
 	key := rc.Device + "/" + rc.Capability
 	switch {
 	case rc.Confirmation == runtime.Confirmed:
+		f.said(rc.Device, rc.Capability, rc.At)
 		out = append(f.state(rc.Device, rc.Capability, rc.Value), out...)
 	case rc.Confirmation.Discrepant():
+		f.said(rc.Device, rc.Capability, rc.At)
 		var st []haMessage
 		if rc.Observed != nil && f.ownReadBack[key] {
 			st = f.state(rc.Device, rc.Capability, *rc.Observed)
@@ -250,6 +273,7 @@ func (f *haFold) snapshot(src interface {
 			msgs = f.acted(rc)
 		}
 		if rd := st.Reading; rd != nil && rd.Quality == devices.QualityGood {
+			f.said(st.Device, st.Capability, rd.At)
 			if rc := st.Receipt; rc != nil && rd.At.Before(rc.At) {
 				msgs = append(slices.DeleteFunc(f.reading(st.Device, st.Capability, rd.Value, rd.At), func(m haMessage) bool {
 					return m.topic == HAStateTopic(st.Device, st.Capability)
@@ -315,12 +339,13 @@ func modeMessage(m haMode) []haMessage {
 // not yet have folded older ones); one may skip pending.
 func (f *haFold) pending(ev runtime.Event) []haMessage {
 	var o runtime.ObservedBody
-	if ev.Kind != runtime.KindObserved || ev.DecodeBody(&o) != nil || o.Quality != devices.QualityGood.String() {
+	if ev.Kind != runtime.KindObserved || ev.DecodeBody(&o) != nil || o.Quality != devices.QualityGood.String() ||
+		f.older(o.Device, o.Capability, o.At) {
 		return nil
 	}
 	msgs := f.state(o.Device, o.Capability, o.Value)
 	for _, m := range msgs {
-		f.ahead[m.topic] = haAhead{seq: ev.Seq, payload: m.payload}
+		f.ahead[m.topic] = haAhead{seq: ev.Seq, payload: m.payload, key: o.Device + "/" + o.Capability, at: o.At}
 	}
 	return msgs
 }
@@ -338,9 +363,11 @@ func (f *haFold) apply(ev runtime.Event) []haMessage {
 		if !ok {
 			return false
 		}
-		if a.seq > ev.Seq {
+		if a.seq > ev.Seq && !a.at.Before(f.at[a.key]) {
 			return true
 		}
+		// This event's state is said: a reading pending from before it
+		// (in time) no longer stands over it.
 		delete(f.ahead, m.topic)
 		return a.seq == ev.Seq && bytes.Equal(a.payload, m.payload)
 	})
@@ -366,6 +393,10 @@ func (f *haFold) changes(ev runtime.Event) []haMessage {
 		if ev.DecodeBody(&o) != nil || o.Quality != devices.QualityGood.String() {
 			return nil // the last good reading stands
 		}
+		if f.older(o.Device, o.Capability, o.At) {
+			return nil // taken before the state said last
+		}
+		f.said(o.Device, o.Capability, o.At)
 		return f.reading(o.Device, o.Capability, o.Value, ev.At)
 	case runtime.KindActed:
 		var rc runtime.Receipt

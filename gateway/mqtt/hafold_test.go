@@ -335,3 +335,63 @@ func TestHAFoldEnumStateFromTheJournal(t *testing.T) {
 		}
 	}
 }
+
+// TestHAFoldAReadingTakenBeforeAnActIsNotItsState: a poll that read the
+// pump ON before a drive to safe switched it off, journaled after the
+// drive's receipt, is history: Home Assistant keeps OFF, whether the
+// reading came pending before the receipt was written, or after it, or
+// written alone; a reading taken after the act is the state again.
+func TestHAFoldAReadingTakenBeforeAnActIsNotItsState(t *testing.T) {
+	on, off := value.Bool(true), value.Bool(false)
+	const dev, capName = "pump-1", "on"
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	ev := func(seq uint64, kind runtime.Kind, body any) runtime.Event {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.Event{Seq: seq, Kind: kind, At: t0.Add(time.Minute), Body: b}
+	}
+	reading := func(seq uint64, v value.Value, sec int) runtime.Event {
+		return ev(seq, runtime.KindObserved, runtime.ObservedBody{Device: dev, Capability: capName, Value: v, Quality: "good", At: t0.Add(time.Duration(sec) * time.Second)})
+	}
+	receipt := ev(8, runtime.KindActed, runtime.Receipt{Attempt: "act-1", Device: dev, Capability: capName, Value: off, Confirmation: runtime.Confirmed,
+		Observed: &off, At: t0.Add(2 * time.Second)})
+	const offNow = `ha/pump-1/on OFF|ha/pump-1/on/outcome {"outcome":"confirmed","value":false,"attempt":"act-1","at":"2026-05-01T12:00:02Z"}`
+	type step struct {
+		name    string
+		pending bool
+		ev      runtime.Event
+		want    string
+	}
+	for name, steps := range map[string][]step{
+		"pending before the receipt is written": {
+			{"the old reading taken", true, reading(10, on, 0), "ha/pump-1/on ON"},
+			{"the receipt written", false, receipt, offNow},
+			{"the old reading written", false, reading(10, on, 0), ""},
+		},
+		"pending after the receipt is written": {
+			{"the receipt written", false, receipt, offNow},
+			{"the old reading taken", true, reading(10, on, 0), ""},
+			{"the old reading written", false, reading(10, on, 0), ""},
+			{"a reading after the act", false, reading(11, on, 3), "ha/pump-1/on ON"},
+		},
+	} {
+		f := newHAFold([]devices.Device{{ID: dev, Capabilities: []devices.Capability{{Name: capName, Kind: devices.KindActuator, Type: value.TypeBool, ReadBack: true}}}})
+		for _, s := range steps {
+			var msgs []haMessage
+			if s.pending {
+				msgs = f.pending(s.ev)
+			} else {
+				msgs = f.apply(s.ev)
+			}
+			var got []string
+			for _, m := range msgs {
+				got = append(got, m.topic+" "+string(m.payload))
+			}
+			if g := strings.Join(got, "|"); g != s.want {
+				t.Errorf("%s, %s: said %q, want %q", name, s.name, g, s.want)
+			}
+		}
+	}
+}
