@@ -416,6 +416,7 @@ func (j *DB) applyStore() {
 	}
 	j.trimRingLocked()
 	j.mu.Unlock()
+	j.log.Debug("journal store written", "events", len(batch), "through", last)
 	j.walMu.Lock()
 	_, rerr := j.wal.removeThrough(last, false)
 	j.walMu.Unlock()
