@@ -493,7 +493,10 @@ func (j *DB) storeUpTo(ctx context.Context, queued bool) error {
 // until the store has them. j.mu must be held.
 func (j *DB) noteDurableLocked(batch []item) {
 	if len(j.unapplied) == 0 {
+		// The store's writer, idle with nothing to write, starts the
+		// interval from here.
 		j.unappliedFrom = time.Now()
+		defer j.kickStore()
 	}
 	j.unapplied = append(j.unapplied, batch...)
 	for i := range batch {

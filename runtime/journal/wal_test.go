@@ -893,3 +893,26 @@ func TestAWaitedFrameIsCompressedFast(t *testing.T) {
 		t.Fatalf("verify = %s, %v; want ok through at least 61", rep, err)
 	}
 }
+
+// What the log holds reaches the store within the store's interval, with
+// nothing else happening: no bound on events or bytes is needed to write
+// it, nor a stop.
+func TestTheStoreIsWrittenAtItsInterval(t *testing.T) {
+	path := tempPath(t)
+	j := open(t, path, Options{StoreInterval: 50 * time.Millisecond})
+	<-j.Verified()
+	time.Sleep(100 * time.Millisecond) // the start's own events stored, the writer idle
+	before := j.Stats().StoreBatches
+	commit(t, j, runtime.Sync, ev(runtime.KindInvoked, `{"state":"executing"}`), nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for j.Stats().StoreBatches == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store was not written within 5s of a durable event, its interval 50ms")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	crash(t, j)
+	if head := storeHead(t, path); head == 0 {
+		t.Fatal("the store holds nothing after its batch")
+	}
+}
